@@ -1,0 +1,451 @@
+//! Incremental frame decoding.
+//!
+//! [`FrameDecoder::decode`] looks at the front of a read buffer: `Ok(None)`
+//! means the frame is not complete yet, `Ok(Some(frame))` consumes it, and
+//! `Err` means the bytes can never become a valid frame. Whether input is
+//! garbage is decided from the first byte (type and flags) and at most ten
+//! more (the length), so a decoder never waits on garbage: 64 bytes of `0xFF`
+//! fail on the first byte, and a header announcing 4 GiB fails as soon as its
+//! length is read, before anything is buffered.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::frame::{Bind, Call, Cancel, Credit, End, GoAway, Message, Ping, flags};
+use crate::{CallId, Code, Error, Frame, FrameType, Metadata, Reason, Settings, varint};
+
+/// The most [`FrameDecoder::decode`] reserves at once for a partial frame.
+pub const RESERVE_CHUNK: usize = 64 * 1024;
+
+/// A frame header: type, flags and body length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// The frame type.
+    pub frame_type: FrameType,
+    /// The flags nibble.
+    pub flags: u8,
+    /// The body's length in bytes.
+    pub body_len: usize,
+    /// The header's own length in bytes (1 + the length varint).
+    pub header_len: usize,
+}
+
+impl Header {
+    /// Parses the header at the front of `src`.
+    ///
+    /// Returns `Ok(None)` if `src` ends inside the header.
+    ///
+    /// # Errors
+    ///
+    /// An unknown type, undefined flags, an overlong length varint, or a
+    /// body longer than `max_frame_size`.
+    pub fn parse(src: &[u8], max_frame_size: u32) -> Result<Option<Header>, Error> {
+        let Some(&first) = src.first() else {
+            return Ok(None);
+        };
+        let frame_type =
+            FrameType::from_u8(first >> 4).ok_or(Error::UnknownFrameType(first >> 4))?;
+        let flags = first & 0x0f;
+        if flags & !frame_type.allowed_flags() != 0 {
+            return Err(Error::UnknownFlags {
+                frame: frame_type,
+                flags,
+            });
+        }
+        let (len, n) = match varint::read(&src[1..]) {
+            Ok(v) => v,
+            Err(varint::VarintError::Incomplete) => return Ok(None),
+            Err(varint::VarintError::Overflow) => return Err(Error::VarintOverflow),
+        };
+        if len > u64::from(max_frame_size) {
+            return Err(Error::FrameTooLarge {
+                len,
+                max: max_frame_size,
+            });
+        }
+        Ok(Some(Header {
+            frame_type,
+            flags,
+            // Bounded by max_frame_size (a u32), so this fits.
+            body_len: len as usize,
+            header_len: 1 + n,
+        }))
+    }
+}
+
+/// Decodes frames from a byte buffer, enforcing a maximum frame size.
+#[derive(Debug, Clone)]
+pub struct FrameDecoder {
+    max_frame_size: u32,
+}
+
+impl FrameDecoder {
+    /// A decoder that rejects frame bodies over `max_frame_size` bytes.
+    pub fn new(max_frame_size: u32) -> FrameDecoder {
+        FrameDecoder { max_frame_size }
+    }
+
+    /// The largest frame body accepted.
+    pub fn max_frame_size(&self) -> u32 {
+        self.max_frame_size
+    }
+
+    /// Changes the largest frame body accepted.
+    pub fn set_max_frame_size(&mut self, max: u32) {
+        self.max_frame_size = max;
+    }
+
+    /// Decodes the frame at the front of `src`, if it is complete.
+    ///
+    /// On `Ok(Some(_))` the frame's bytes are removed from `src`; its
+    /// payloads are slices of them (no copy). On `Ok(None)` nothing is
+    /// consumed and `src` has room reserved for more of the frame (at most
+    /// [`RESERVE_CHUNK`] more bytes, so memory follows the bytes received).
+    ///
+    /// # Errors
+    ///
+    /// Any [`Error`]: the connection should be closed with
+    /// [`Error::reason`]. `src` is left as it was.
+    pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, Error> {
+        let Some(head) = Header::parse(src, self.max_frame_size)? else {
+            return Ok(None);
+        };
+        let total = head.header_len + head.body_len;
+        if src.len() < total {
+            // Grow with the bytes that actually arrive, not with what the
+            // header announces: a peer that sends a header claiming the
+            // maximum and then nothing must not make us allocate it.
+            src.reserve((total - src.len()).min(RESERVE_CHUNK));
+            return Ok(None);
+        }
+        // Check the body before consuming it so that an error leaves `src`
+        // untouched; slicing happens only once it is known to be valid.
+        let frame = decode_body(
+            head.frame_type,
+            head.flags,
+            src,
+            head.header_len,
+            head.body_len,
+        )?;
+        Ok(Some(frame))
+    }
+}
+
+/// Decodes one whole frame from `src`, which must hold exactly that frame.
+///
+/// # Errors
+///
+/// Any [`Error`], including [`Error::Truncated`] if `src` is shorter than
+/// the frame and [`Error::TrailingBytes`] if it is longer.
+pub fn decode_exact(src: &[u8], max_frame_size: u32) -> Result<Frame, Error> {
+    let mut buf = BytesMut::from(src);
+    let mut dec = FrameDecoder::new(max_frame_size);
+    match dec.decode(&mut buf)? {
+        Some(frame) if buf.is_empty() => Ok(frame),
+        Some(frame) => Err(Error::TrailingBytes {
+            frame: frame.frame_type(),
+        }),
+        None => {
+            let frame = match Header::parse(src, max_frame_size)? {
+                Some(h) => h.frame_type,
+                // An empty input or a cut-off header: name the type if known.
+                None => src
+                    .first()
+                    .and_then(|b| FrameType::from_u8(b >> 4))
+                    .unwrap_or(FrameType::Settings),
+            };
+            Err(Error::Truncated { frame })
+        }
+    }
+}
+
+fn decode_body(
+    ty: FrameType,
+    fl: u8,
+    src: &mut BytesMut,
+    header_len: usize,
+    body_len: usize,
+) -> Result<Frame, Error> {
+    // Validate on a borrowed view first; only a valid frame is split off.
+    let view = &src[header_len..header_len + body_len];
+    let parsed = parse(ty, fl, view)?;
+    src.advance(header_len);
+    let body = src.split_to(body_len).freeze();
+    Ok(parsed.into_frame(&body))
+}
+
+/// A frame parsed from a borrowed body: byte fields are ranges into it, so
+/// that validation allocates nothing and an invalid frame costs no copy.
+enum Parsed {
+    Settings(Settings),
+    Bind {
+        method: u32,
+        name: String,
+    },
+    Call {
+        call: CallId,
+        method: u32,
+        end_stream: bool,
+        timeout_micros: Option<u64>,
+        metadata: Option<Range>,
+        message: Option<Range>,
+    },
+    Message {
+        call: CallId,
+        end_stream: bool,
+        payload: Range,
+    },
+    End {
+        call: CallId,
+        code: Code,
+        message: Option<String>,
+        details: Option<Range>,
+        trailers: Option<Range>,
+    },
+    Cancel(Cancel),
+    Credit(Credit),
+    Ping(Ping),
+    GoAway(GoAway),
+}
+
+type Range = std::ops::Range<usize>;
+
+impl Parsed {
+    fn into_frame(self, body: &Bytes) -> Frame {
+        // Metadata ranges were validated during parsing.
+        let md = |r: Range| Metadata::from_validated(body.slice(r));
+        match self {
+            Parsed::Settings(s) => Frame::Settings(s),
+            Parsed::Bind { method, name } => Frame::Bind(Bind { method, name }),
+            Parsed::Call {
+                call,
+                method,
+                end_stream,
+                timeout_micros,
+                metadata,
+                message,
+            } => Frame::Call(Call {
+                call,
+                method,
+                end_stream,
+                timeout_micros,
+                metadata: metadata.map(md),
+                message: message.map(|r| body.slice(r)),
+            }),
+            Parsed::Message {
+                call,
+                end_stream,
+                payload,
+            } => Frame::Message(Message {
+                call,
+                end_stream,
+                payload: body.slice(payload),
+            }),
+            Parsed::End {
+                call,
+                code,
+                message,
+                details,
+                trailers,
+            } => Frame::End(End {
+                call,
+                code,
+                message,
+                details: details.map(|r| body.slice(r)),
+                trailers: trailers.map(md),
+            }),
+            Parsed::Cancel(c) => Frame::Cancel(c),
+            Parsed::Credit(c) => Frame::Credit(c),
+            Parsed::Ping(p) => Frame::Ping(p),
+            Parsed::GoAway(g) => Frame::GoAway(g),
+        }
+    }
+}
+
+fn parse(ty: FrameType, fl: u8, body: &[u8]) -> Result<Parsed, Error> {
+    let mut r = Reader { body, pos: 0, ty };
+    let parsed = match ty {
+        FrameType::Settings => return Settings::decode_body(body).map(Parsed::Settings),
+        FrameType::Bind => {
+            let method = r.u32("method id")?;
+            let name = r.text(body.len() - r.pos, "method name")?;
+            if name.is_empty() {
+                return Err(Error::OutOfRange {
+                    frame: ty,
+                    field: "method name (empty)",
+                });
+            }
+            Parsed::Bind { method, name }
+        }
+        FrameType::Call => {
+            let call = r.u32("call id")?;
+            let method = r.u32("method id")?;
+            let timeout_micros = if fl & flags::CALL_DEADLINE != 0 {
+                Some(r.varint()?)
+            } else {
+                None
+            };
+            let metadata = if fl & flags::CALL_METADATA != 0 {
+                Some(r.metadata()?)
+            } else {
+                None
+            };
+            let message = if fl & flags::CALL_MESSAGE != 0 {
+                Some(r.rest())
+            } else {
+                None
+            };
+            Parsed::Call {
+                call,
+                method,
+                end_stream: fl & flags::END_STREAM != 0,
+                timeout_micros,
+                metadata,
+                message,
+            }
+        }
+        FrameType::Message => {
+            let call = r.u32("call id")?;
+            Parsed::Message {
+                call,
+                end_stream: fl & flags::END_STREAM != 0,
+                payload: r.rest(),
+            }
+        }
+        FrameType::End => {
+            let call = r.u32("call id")?;
+            let code = r.code()?;
+            let message = if fl & flags::END_MESSAGE != 0 {
+                let len = r.len()?;
+                Some(r.text(len, "status message")?)
+            } else {
+                None
+            };
+            let details = if fl & flags::END_DETAILS != 0 {
+                let len = r.len()?;
+                Some(r.take(len)?)
+            } else {
+                None
+            };
+            let trailers = if fl & flags::END_TRAILERS != 0 {
+                Some(r.metadata()?)
+            } else {
+                None
+            };
+            Parsed::End {
+                call,
+                code,
+                message,
+                details,
+                trailers,
+            }
+        }
+        FrameType::Cancel => Parsed::Cancel(Cancel {
+            call: r.u32("call id")?,
+            code: r.code()?,
+        }),
+        FrameType::Credit => {
+            let call = r.u32("call id")?;
+            let n = r.u32("credit")?;
+            if n == 0 || n > crate::settings::MAX_CREDIT {
+                return Err(Error::OutOfRange {
+                    frame: ty,
+                    field: "credit (must be 1..=2^31-1)",
+                });
+            }
+            Parsed::Credit(Credit { call, n })
+        }
+        FrameType::Ping => {
+            let range = r.take(8)?;
+            let mut payload = [0u8; 8];
+            payload.copy_from_slice(&body[range]);
+            Parsed::Ping(Ping {
+                ack: fl & flags::ACK != 0,
+                payload,
+            })
+        }
+        FrameType::GoAway => {
+            let last_call_seq = r.varint()?;
+            let reason = Reason(r.u32("reason")?);
+            let message = r.text(body.len() - r.pos, "goaway message")?;
+            Parsed::GoAway(GoAway {
+                last_call_seq,
+                reason,
+                message,
+            })
+        }
+    };
+    if r.pos != body.len() {
+        return Err(Error::TrailingBytes { frame: ty });
+    }
+    Ok(parsed)
+}
+
+/// A cursor over a frame body that names the frame type in its errors.
+struct Reader<'a> {
+    body: &'a [u8],
+    pos: usize,
+    ty: FrameType,
+}
+
+impl Reader<'_> {
+    fn varint(&mut self) -> Result<u64, Error> {
+        match varint::read(&self.body[self.pos..]) {
+            Ok((v, n)) => {
+                self.pos += n;
+                Ok(v)
+            }
+            Err(varint::VarintError::Overflow) => Err(Error::VarintOverflow),
+            Err(varint::VarintError::Incomplete) => Err(Error::Truncated { frame: self.ty }),
+        }
+    }
+
+    fn u32(&mut self, field: &'static str) -> Result<u32, Error> {
+        let v = self.varint()?;
+        u32::try_from(v).map_err(|_| Error::OutOfRange {
+            frame: self.ty,
+            field,
+        })
+    }
+
+    fn code(&mut self) -> Result<Code, Error> {
+        let v = self.varint()?;
+        Code::from_u64(v).ok_or(Error::InvalidCode(v))
+    }
+
+    fn len(&mut self) -> Result<usize, Error> {
+        let v = self.varint()?;
+        usize::try_from(v)
+            .ok()
+            .filter(|&n| n <= self.body.len() - self.pos)
+            .ok_or(Error::Truncated { frame: self.ty })
+    }
+
+    fn take(&mut self, len: usize) -> Result<Range, Error> {
+        if len > self.body.len() - self.pos {
+            return Err(Error::Truncated { frame: self.ty });
+        }
+        let start = self.pos;
+        self.pos += len;
+        Ok(start..self.pos)
+    }
+
+    fn rest(&mut self) -> Range {
+        let start = self.pos;
+        self.pos = self.body.len();
+        start..self.pos
+    }
+
+    fn text(&mut self, len: usize, field: &'static str) -> Result<String, Error> {
+        let range = self.take(len)?;
+        std::str::from_utf8(&self.body[range])
+            .map(str::to_owned)
+            .map_err(|_| Error::InvalidUtf8 { field })
+    }
+
+    fn metadata(&mut self) -> Result<Range, Error> {
+        let len = self.len()?;
+        let range = self.take(len)?;
+        Metadata::validate(&self.body[range.clone()])?;
+        Ok(range)
+    }
+}
