@@ -36,6 +36,22 @@ pub fn put<B: BufMut + ?Sized>(dst: &mut B, mut value: u64) {
     dst.put_u8(value as u8);
 }
 
+/// Reads a varint from the front of `src`, returning it and its length, or
+/// `Ok(None)` if `src` ends before the varint does.
+///
+/// # Errors
+///
+/// [`Error::VarintOverflow`](crate::Error::VarintOverflow) for more than
+/// [`MAX_LEN`] bytes or a value above `u64::MAX`.
+#[inline]
+pub fn decode(src: &[u8]) -> Result<Option<(u64, usize)>, crate::Error> {
+    match read(src) {
+        Ok(v) => Ok(Some(v)),
+        Err(VarintError::Incomplete) => Ok(None),
+        Err(VarintError::Overflow) => Err(crate::Error::VarintOverflow),
+    }
+}
+
 /// Reads a varint from the front of `src`, returning it and its length.
 #[inline]
 pub(crate) fn read(src: &[u8]) -> Result<(u64, usize), VarintError> {

@@ -1,1 +1,16 @@
-//! x
+//! tram: message-oriented RPC over plain TCP.
+//!
+//! # Layout
+//!
+//! - [`conn`]: message streams. A connection over any `AsyncRead +
+//!   AsyncWrite` with a codec of your choice (length-delimited bytes,
+//!   protobuf, JSON lines, tram frames, or your own), batched writes, a
+//!   byte-bounded outbound queue and a bounded read buffer; TCP connect and
+//!   accept helpers.
+//!
+//! The wire format lives in the [`tram_wire`] crate, re-exported as
+//! [`wire`].
+
+pub mod conn;
+
+pub use tram_wire as wire;

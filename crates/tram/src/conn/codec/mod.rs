@@ -1,0 +1,58 @@
+//! Codecs: how messages become bytes and back.
+//!
+//! A codec is a [`Decoder`] for what arrives and an [`Encoder`] for what is
+//! sent. Decoders follow the tram-wire convention: `Ok(None)` means "not a
+//! whole message yet", an error means the bytes can never become one (the
+//! connection is then closed). The connection also enforces its own bound on
+//! bytes buffered for one message, so a decoder that waits forever cannot
+//! make it grow without limit.
+//!
+//! Shipped codecs: [`LengthDelimited`] (raw bytes with a 4-byte length),
+//! [`ProstCodec`] (length-delimited protobuf, feature `prost`),
+//! [`JsonLines`] (newline-separated JSON, feature `json`), and
+//! [`FrameCodec`] (tram protocol frames).
+
+use bytes::BytesMut;
+
+mod frame;
+#[cfg(feature = "json")]
+mod json;
+mod length;
+#[cfg(feature = "prost")]
+mod prost;
+
+pub use frame::FrameCodec;
+#[cfg(feature = "json")]
+pub use json::{JsonError, JsonLines};
+pub use length::{LengthDelimited, LengthError};
+#[cfg(feature = "prost")]
+pub use prost::{ProstCodec, ProstError};
+
+/// Turns the front of a read buffer into messages.
+pub trait Decoder {
+    /// The decoded message.
+    type Item;
+    /// Why bytes were rejected.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Decodes one message from the front of `src`, removing its bytes.
+    ///
+    /// # Errors
+    ///
+    /// When the bytes can never form a valid message; the connection is
+    /// closed.
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error>;
+}
+
+/// Appends messages to a write buffer.
+pub trait Encoder<Item> {
+    /// Why a message could not be encoded.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Appends `item` to `dst`. On error, `dst` must be left as it was.
+    ///
+    /// # Errors
+    ///
+    /// When `item` cannot be encoded (for example it exceeds a size limit).
+    fn encode(&mut self, item: Item, dst: &mut BytesMut) -> Result<(), Self::Error>;
+}

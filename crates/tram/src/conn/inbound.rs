@@ -1,0 +1,162 @@
+//! The receiving half: reads into one reused buffer and decodes in place.
+//!
+//! There is no reader task: whoever awaits [`Inbound::recv`] does the read
+//! system call, so a message costs no hand-off between tasks. Messages
+//! already in the buffer are decoded without any I/O.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::BytesMut;
+use tokio::io::AsyncRead;
+
+use super::codec::Decoder;
+use super::error::{Error, ErrorKind};
+
+/// The receiving half of a message-stream connection.
+///
+/// Also a [`Stream`](futures_core::Stream) of `Result<D::Item, Error>`.
+/// After an error or the end of the stream, it yields nothing more.
+pub struct Inbound<R, D> {
+    io: R,
+    decoder: D,
+    buf: BytesMut,
+    read_chunk: usize,
+    max_buffered: usize,
+    state: ReadState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadState {
+    Open,
+    Eof,
+    Done,
+}
+
+impl<R, D> Inbound<R, D>
+where
+    R: AsyncRead + Unpin,
+    D: Decoder,
+{
+    pub(crate) fn new(io: R, decoder: D, read_chunk: usize, max_buffered: usize) -> Self {
+        Inbound {
+            io,
+            decoder,
+            buf: BytesMut::with_capacity(read_chunk),
+            read_chunk,
+            max_buffered,
+            state: ReadState::Open,
+        }
+    }
+
+    /// The next message, or `None` once the peer has closed cleanly.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Decode`] for bytes the codec rejects,
+    /// [`ErrorKind::TooLarge`] when more than the maximum is buffered without
+    /// a whole message, [`ErrorKind::Truncated`] when the peer closes in the
+    /// middle of a message, [`ErrorKind::Io`] when reading fails. After an
+    /// error the stream is finished.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: bytes read before the future is dropped stay buffered
+    /// for the next call.
+    pub async fn recv(&mut self) -> Option<Result<D::Item, Error>> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// The next message if one is already buffered, without reading.
+    ///
+    /// # Errors
+    ///
+    /// As [`Inbound::recv`], for the buffered bytes.
+    pub fn try_recv(&mut self) -> Option<Result<D::Item, Error>> {
+        if self.state == ReadState::Done {
+            return None;
+        }
+        match self.decoder.decode(&mut self.buf) {
+            Ok(Some(item)) => Some(Ok(item)),
+            Ok(None) => None,
+            Err(e) => {
+                self.state = ReadState::Done;
+                Some(Err(Error::decode(e)))
+            }
+        }
+    }
+
+    /// Polls for the next message; see [`Inbound::recv`].
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<D::Item, Error>>> {
+        loop {
+            if self.state == ReadState::Done {
+                return Poll::Ready(None);
+            }
+            if let Some(result) = self.try_recv() {
+                return Poll::Ready(Some(result));
+            }
+            if self.buf.len() >= self.max_buffered {
+                self.state = ReadState::Done;
+                return Poll::Ready(Some(Err(Error::new(ErrorKind::TooLarge, None))));
+            }
+            if self.state == ReadState::Eof {
+                self.state = ReadState::Done;
+                return Poll::Ready(if self.buf.is_empty() {
+                    None
+                } else {
+                    Some(Err(Error::new(ErrorKind::Truncated, None)))
+                });
+            }
+            if self.buf.capacity() - self.buf.len() < self.read_chunk / 4 {
+                // Never read past the bound: at most what completes it.
+                let room = self.read_chunk.min(self.max_buffered - self.buf.len());
+                self.buf.reserve(room);
+            }
+            let n = match ready!(tokio_util::io::poll_read_buf(
+                Pin::new(&mut self.io),
+                cx,
+                &mut self.buf
+            )) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.state = ReadState::Done;
+                    return Poll::Ready(Some(Err(e.into())));
+                }
+            };
+            if n == 0 {
+                self.state = ReadState::Eof;
+            }
+        }
+    }
+
+    /// Bytes read and not yet decoded.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The transport's read half.
+    pub fn get_ref(&self) -> &R {
+        &self.io
+    }
+}
+
+impl<R, D> futures_core::Stream for Inbound<R, D>
+where
+    R: AsyncRead + Unpin,
+    D: Decoder + Unpin,
+{
+    type Item = Result<D::Item, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_recv(cx)
+    }
+}
+
+impl<R, D> std::fmt::Debug for Inbound<R, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbound")
+            .field("buffered", &self.buf.len())
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}

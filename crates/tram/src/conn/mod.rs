@@ -1,0 +1,200 @@
+//! Message streams: a connection that carries your messages, in your format.
+//!
+//! This is the layer under tram's RPC, usable on its own when you want your
+//! own semantics (the protosocket layer): give it any transport and a codec,
+//! and get an [`Inbound`] stream of decoded messages and a cloneable
+//! [`Sender`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use tram::conn::{self, Config, LengthDelimited, TcpConfig};
+//!
+//! let stream = conn::connect("127.0.0.1:7000", &TcpConfig::default()).await?;
+//! let (mut inbound, sender) = conn::Connection::new(stream, LengthDelimited::new(), Config::default());
+//! sender.send(&b"ping"[..]).await?;
+//! while let Some(msg) = inbound.recv().await {
+//!     println!("got {:?}", msg?);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Data path
+//!
+//! - Reading: the task that awaits [`Inbound::recv`] reads into one reused
+//!   buffer and decodes in place; byte payloads are slices of that buffer.
+//!   Bytes buffered for one message are bounded by
+//!   [`Config::max_frame_len`].
+//! - Writing: [`Sender::send`] encodes into one shared buffer bounded by
+//!   [`Config::max_queued_bytes`]; a writer task (one per connection) writes
+//!   all that is queued with one `write`, when the [`FlushPolicy`] says so.
+
+mod codec;
+mod error;
+mod inbound;
+mod net;
+mod outbound;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+pub use codec::{Decoder, Encoder, FrameCodec, LengthDelimited, LengthError};
+#[cfg(feature = "json")]
+pub use codec::{JsonError, JsonLines};
+#[cfg(feature = "prost")]
+pub use codec::{ProstCodec, ProstError};
+pub use error::{Error, ErrorKind, TrySendError};
+pub use inbound::Inbound;
+pub use net::{Listener, TcpConfig, connect};
+pub use outbound::{FlushPolicy, Sender};
+
+/// Buffer sizes, bounds and the flush policy of a connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    max_frame_len: usize,
+    max_queued_bytes: usize,
+    buffer_size: usize,
+    flush: FlushPolicy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_frame_len: 4 << 20,
+            max_queued_bytes: 1 << 20,
+            buffer_size: 64 << 10,
+            flush: FlushPolicy::Immediate,
+        }
+    }
+}
+
+impl Config {
+    /// The most bytes buffered while waiting for one whole message (default
+    /// 4 MiB); past it, [`Inbound::recv`] fails with
+    /// [`ErrorKind::TooLarge`]. A backstop for codecs that do not bound
+    /// themselves; the shipped codecs also reject oversized lengths as soon
+    /// as they read them.
+    pub fn max_frame_len(mut self, n: usize) -> Self {
+        self.max_frame_len = n.max(1);
+        self
+    }
+
+    /// The outbound queue's bound in bytes (default 1 MiB). A sender that
+    /// finds it full waits; one message may overshoot it.
+    pub fn max_queued_bytes(mut self, n: usize) -> Self {
+        self.max_queued_bytes = n.max(1);
+        self
+    }
+
+    /// The size of each read, and the initial capacity of the read and write
+    /// buffers (default 64 KiB).
+    pub fn buffer_size(mut self, n: usize) -> Self {
+        self.buffer_size = n.max(64);
+        self
+    }
+
+    /// When queued messages are written (default [`FlushPolicy::Immediate`]).
+    pub fn flush(mut self, policy: FlushPolicy) -> Self {
+        self.flush = policy;
+        self
+    }
+}
+
+/// A transport that splits into independently owned read and write halves.
+///
+/// Implemented without locks for TCP and Unix streams; wrap any other
+/// `AsyncRead + AsyncWrite` (TLS, in-memory pipes) in [`Split`].
+pub trait IntoSplit {
+    /// The read half.
+    type Read: AsyncRead + Unpin + Send + 'static;
+    /// The write half.
+    type Write: AsyncWrite + Unpin + Send + 'static;
+    /// Splits the transport.
+    fn into_split(self) -> (Self::Read, Self::Write);
+}
+
+impl IntoSplit for tokio::net::TcpStream {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    fn into_split(self) -> (Self::Read, Self::Write) {
+        tokio::net::TcpStream::into_split(self)
+    }
+}
+
+#[cfg(unix)]
+impl IntoSplit for tokio::net::UnixStream {
+    type Read = tokio::net::unix::OwnedReadHalf;
+    type Write = tokio::net::unix::OwnedWriteHalf;
+    fn into_split(self) -> (Self::Read, Self::Write) {
+        tokio::net::UnixStream::into_split(self)
+    }
+}
+
+/// Adapts any `AsyncRead + AsyncWrite` to [`IntoSplit`] with
+/// [`tokio::io::split`] (which takes a lock per operation).
+#[derive(Debug)]
+pub struct Split<T>(pub T);
+
+impl<T: AsyncRead + AsyncWrite + Send + 'static> IntoSplit for Split<T> {
+    type Read = tokio::io::ReadHalf<T>;
+    type Write = tokio::io::WriteHalf<T>;
+    fn into_split(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self.0)
+    }
+}
+
+/// Sets up message streams over a transport.
+#[derive(Debug)]
+pub struct Connection;
+
+impl Connection {
+    /// Splits `io`, spawns its writer task on the current tokio runtime, and
+    /// returns the two halves. The codec is cloned: one copy decodes, the
+    /// other encodes.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new<IO, C>(io: IO, codec: C, config: Config) -> (Inbound<IO::Read, C>, Sender<C>)
+    where
+        IO: IntoSplit,
+        C: Decoder + Clone + Send + 'static,
+    {
+        let (read, write) = io.into_split();
+        Connection::from_parts(read, write, codec.clone(), codec, config)
+    }
+
+    /// Like [`Connection::new`], from separate halves and separate decoder
+    /// and encoder.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn from_parts<R, W, D, E>(
+        read: R,
+        write: W,
+        decoder: D,
+        encoder: E,
+        config: Config,
+    ) -> (Inbound<R, D>, Sender<E>)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+        D: Decoder,
+        E: Send + 'static,
+    {
+        let inbound = Inbound::new(read, decoder, config.buffer_size, config.max_frame_len);
+        let (sender, writer) = outbound::channel(
+            encoder,
+            write,
+            config.flush,
+            config.max_queued_bytes,
+            config.buffer_size,
+        );
+        tokio::spawn(async move {
+            if let Err(e) = writer.await {
+                tracing::debug!(error = %e, "message stream writer stopped");
+            }
+        });
+        (inbound, sender)
+    }
+}

@@ -1,0 +1,203 @@
+//! Backpressure and flush policies over real loopback sockets.
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use support::within;
+use tokio::io::AsyncReadExt;
+use tram::conn::{
+    Config, Connection, ErrorKind, FlushPolicy, LengthDelimited, Listener, TcpConfig, TrySendError,
+    connect,
+};
+
+/// A listener whose accepted socket is handed back unread.
+async fn silent_peer() -> (
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<tokio::net::TcpStream>,
+) {
+    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = tokio::spawn(async move { listener.accept().await.unwrap().0 });
+    (addr, accept)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_queue_makes_senders_wait_and_memory_stays_bounded() {
+    let (addr, accept) = silent_peer().await;
+    // Small kernel buffers so that the socket fills quickly.
+    let tcp = TcpConfig {
+        send_buffer: Some(16 * 1024),
+        ..TcpConfig::default()
+    };
+    let stream = connect(addr, &tcp).await.unwrap();
+    let mut peer = accept.await.unwrap();
+    let max_queued = 64 * 1024;
+    let config = Config::default().max_queued_bytes(max_queued);
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+
+    let msg = Bytes::from(vec![7u8; 1000]);
+    let mut queued = 0usize;
+    // Fill until the queue stays full after a pause: the writer is then
+    // blocked on the socket, not just between two writes.
+    let mut pending_full = false;
+    let full = loop {
+        match sender.try_send(msg.clone()) {
+            Ok(()) => {
+                queued += 1;
+                pending_full = false;
+            }
+            Err(TrySendError::Full(back)) if pending_full => break back,
+            Err(TrySendError::Full(_)) => {
+                pending_full = true;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            Err(e) => panic!("unexpected {e}"),
+        }
+        assert!(queued < 100_000, "the queue never filled");
+        if queued % 64 == 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    assert_eq!(full, msg, "a full queue hands the message back");
+    // Bound: the limit plus at most one message of overshoot.
+    assert!(
+        sender.queued_bytes() <= max_queued + 1004,
+        "{} queued",
+        sender.queued_bytes()
+    );
+
+    // `send` waits while full and completes once the peer reads.
+    let waiting = tokio::spawn({
+        let sender = sender.clone();
+        let msg = msg.clone();
+        async move { sender.send(msg).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !waiting.is_finished(),
+        "send must wait while the queue is full"
+    );
+    let drain = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0usize;
+        while let Ok(n) = peer.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+        total
+    });
+    within(10, "waiting send completes", waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(sender);
+    let total = within(10, "peer drains everything", drain).await.unwrap();
+    assert_eq!(total, (queued + 1) * 1004, "every queued byte arrives");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_flush_holds_bytes_until_flushed() {
+    let (addr, accept) = silent_peer().await;
+    let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+    let mut peer = accept.await.unwrap();
+    let config = Config::default().flush(FlushPolicy::Explicit);
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+    for i in 0..10u8 {
+        sender.send([i]).await.unwrap();
+    }
+    let mut buf = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(100), peer.read(&mut buf)).await;
+    assert!(early.is_err(), "nothing may be written before flush");
+    assert_eq!(sender.queued_bytes(), 50);
+    within(5, "flush", sender.flush()).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 50 {
+        let n = within(5, "read flushed bytes", peer.read(&mut buf))
+            .await
+            .unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    let expected: Vec<u8> = (0..10u8).flat_map(|i| [0, 0, 0, 1, i]).collect();
+    assert_eq!(got, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn linger_batches_until_size_or_delay() {
+    let (addr, accept) = silent_peer().await;
+    let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+    let mut peer = accept.await.unwrap();
+    let config = Config::default().flush(FlushPolicy::Linger {
+        max_delay: Duration::from_millis(20),
+        max_bytes: 100,
+    });
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+    // Below max_bytes: written once the delay passes, not before it.
+    sender.send([1u8]).await.unwrap();
+    let mut buf = [0u8; 256];
+    let n = within(5, "lingered write", peer.read(&mut buf))
+        .await
+        .unwrap();
+    assert_eq!(&buf[..n], &[0, 0, 0, 1, 1]);
+    // A full train (100 bytes) leaves without waiting for the delay.
+    sender.send(vec![2u8; 96]).await.unwrap();
+    let mut got = 0;
+    while got < 100 {
+        got += within(5, "train write", peer.read(&mut buf)).await.unwrap();
+    }
+    assert_eq!(got, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_every_sender_closes_the_write_side() {
+    let (addr, accept) = silent_peer().await;
+    let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+    let peer = accept.await.unwrap();
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let (mut peer_in, _peer_out) = Connection::new(peer, LengthDelimited::new(), Config::default());
+    let second = sender.clone();
+    sender.send(&b"one"[..]).await.unwrap();
+    drop(sender);
+    second.send(&b"two"[..]).await.unwrap();
+    drop(second);
+    assert_eq!(
+        &within(5, "one", peer_in.recv()).await.unwrap().unwrap()[..],
+        b"one"
+    );
+    assert_eq!(
+        &within(5, "two", peer_in.recv()).await.unwrap().unwrap()[..],
+        b"two"
+    );
+    assert!(within(5, "end of stream", peer_in.recv()).await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encode_errors_queue_nothing_and_closed_connections_refuse() {
+    let (addr, accept) = silent_peer().await;
+    let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+    let peer = accept.await.unwrap();
+    let (_inbound, sender) =
+        Connection::new(stream, LengthDelimited::with_max_len(4), Config::default());
+    let err = sender.send(&b"too long"[..]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Encode);
+    assert_eq!(sender.queued_bytes(), 0);
+    // Kill the peer; the writer's next write fails and the sender reports
+    // the connection closed instead of queueing forever.
+    drop(peer);
+    let closed = within(10, "sender notices the dead peer", async {
+        loop {
+            match sender.send(&b"x"[..]).await {
+                Ok(()) => tokio::time::sleep(Duration::from_millis(5)).await,
+                Err(e) => break e,
+            }
+        }
+    })
+    .await;
+    assert_eq!(closed.kind(), ErrorKind::Closed);
+    assert!(sender.is_closed());
+}
