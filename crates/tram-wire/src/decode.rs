@@ -13,9 +13,6 @@ use bytes::{Buf, Bytes, BytesMut};
 use crate::frame::{Bind, Call, Cancel, Credit, End, GoAway, Message, Ping, flags};
 use crate::{CallId, Code, Error, Frame, FrameType, Metadata, Reason, Settings, varint};
 
-/// The most [`FrameDecoder::decode`] reserves at once for a partial frame.
-pub const RESERVE_CHUNK: usize = 64 * 1024;
-
 /// A frame header: type, flags and body length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
@@ -98,8 +95,9 @@ impl FrameDecoder {
     ///
     /// On `Ok(Some(_))` the frame's bytes are removed from `src`; its
     /// payloads are slices of them (no copy). On `Ok(None)` nothing is
-    /// consumed and `src` has room reserved for more of the frame (at most
-    /// [`RESERVE_CHUNK`] more bytes, so memory follows the bytes received).
+    /// consumed and nothing is allocated: `src` is left exactly as it was,
+    /// and growing it is the caller's business (what the header announces
+    /// never sizes an allocation).
     ///
     /// # Errors
     ///
@@ -111,10 +109,10 @@ impl FrameDecoder {
         };
         let total = head.header_len + head.body_len;
         if src.len() < total {
-            // Grow with the bytes that actually arrive, not with what the
-            // header announces: a peer that sends a header claiming the
-            // maximum and then nothing must not make us allocate it.
-            src.reserve((total - src.len()).min(RESERVE_CHUNK));
+            // No reservation here: growing the read buffer is the I/O
+            // layer's job, with the bytes that actually arrive. A header
+            // that claims the maximum and is followed by nothing must not
+            // make anyone allocate the maximum.
             return Ok(None);
         }
         // Check the body before consuming it so that an error leaves `src`

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use tram_wire::{
-    Bind, Call, Cancel, Code, Credit, End, Frame, FrameDecoder, GoAway, MAX_HEADER_LEN, Message,
-    Metadata, Ping, RESERVE_CHUNK, Reason, Settings,
+    Bind, Call, Cancel, Code, Credit, End, Frame, FrameDecoder, GoAway, Message, Metadata, Ping,
+    Reason, Settings,
 };
 
 /// Records the largest single allocation, to show that what the peer
@@ -50,7 +50,7 @@ fn drive(input: &[u8], chunk: usize) -> (usize, bool) {
     let mut frames = 0;
     let mut fed = 0;
     loop {
-        let before = buf.len();
+        let (before, capacity) = (buf.len(), buf.capacity());
         match dec.decode(&mut buf) {
             Ok(Some(_)) => {
                 assert!(buf.len() < before, "a frame consumes bytes");
@@ -58,8 +58,9 @@ fn drive(input: &[u8], chunk: usize) -> (usize, bool) {
             }
             Ok(None) => {
                 assert_eq!(buf.len(), before, "waiting consumes nothing");
-                // Memory follows the bytes received.
-                assert!(buf.capacity() <= 2 * (buf.len() + RESERVE_CHUNK + MAX_HEADER_LEN));
+                // Waiting allocates nothing: what a header announces
+                // never sizes an allocation.
+                assert_eq!(buf.capacity(), capacity);
                 if fed == input.len() {
                     return (frames, false);
                 }
@@ -69,6 +70,7 @@ fn drive(input: &[u8], chunk: usize) -> (usize, bool) {
             }
             Err(_) => {
                 assert_eq!(buf.len(), before, "an error consumes nothing");
+                assert_eq!(buf.capacity(), capacity);
                 return (frames, true);
             }
         }
@@ -124,8 +126,8 @@ fn hostile_headers_allocate_nothing_near_their_claim() {
     let mut big = vec![0x30];
     tram_wire::varint::put(&mut big, 4 << 30);
     assert!(drive(&big, 3).1);
-    // A header announcing exactly the maximum, then silence: waits, but
-    // reserves only a chunk.
+    // A header announcing exactly the maximum, then silence: waits, and
+    // allocates nothing for it.
     let mut max = vec![0x30];
     tram_wire::varint::put(&mut max, u64::from(MAX));
     assert!(!drive(&max, 64).1);
@@ -133,10 +135,9 @@ fn hostile_headers_allocate_nothing_near_their_claim() {
     let mut buf = BytesMut::from(&[0x30, 0x80, 0x80, 0x80, 0x80, 0x04][..]); // 1 GiB
     assert_eq!(huge.decode(&mut buf), Ok(None));
     let largest = LARGEST.load(Ordering::Relaxed);
-    assert!(
-        largest <= 2 * RESERVE_CHUNK,
-        "largest allocation was {largest} bytes"
-    );
+    // Other tests in this binary allocate concurrently; none comes close
+    // to a mebibyte, let alone the gibibytes claimed above.
+    assert!(largest < 1 << 20, "largest allocation was {largest} bytes");
 }
 
 // --- strategies -------------------------------------------------------------
@@ -242,11 +243,18 @@ fn frame() -> impl Strategy<Value = Frame> {
     ]
 }
 
-/// Found by cargo-fuzz: a 114 KiB frame fed 7 bytes at a time, where the
-/// partial-frame reserve meets `BytesMut`'s doubling. Memory must stay
-/// within twice what was received plus one reserve chunk.
+/// Found by cargo-fuzz: a 114 KiB frame fed 7 bytes at a time, where an
+/// earlier partial-frame reserve met `BytesMut`'s doubling. The decoder now
+/// never grows the buffer; `drive` checks it.
 #[test]
 fn fuzz_regression_partial_frame_growth() {
+    // A second crash of the same kind: SETTINGS frames, then one announcing
+    // 794 KB, fed 140 bytes at a time.
+    let mut second = vec![0u8; 27];
+    second.extend_from_slice(&[0xbd, 0xbd, 0x30]);
+    second.resize(230, 0xbd);
+    drive(&second, 140);
+
     let input = hex::decode(
         "3081800731090788 04eefb8b07000000 0000009b8374ff40 ffffffffffffffff".replace(' ', ""),
     )

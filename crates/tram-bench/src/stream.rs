@@ -1,0 +1,359 @@
+//! Message-stream echo: one loopback connection, a client that keeps
+//! `window` messages in flight, a server that echoes every message back.
+//!
+//! Systems:
+//! - `tram`: tram's `conn` layer with the length-delimited codec, both ends.
+//! - `floor`: a minimal hand-written tokio echo of the same wire format
+//!   (4-byte big-endian length, then the payload): the server writes back
+//!   each read's complete frames straight from its read buffer, the client
+//!   writes 256 frames per `write`. Nothing can do the same work with less.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tram::conn::{self, Config, Connection, LengthDelimited, TcpConfig};
+
+use crate::harness::{Server, Summary, runtime, self_cpu, si};
+
+/// Options of `tram-bench stream`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct Args {
+    /// Systems to measure, interleaved in each round.
+    #[arg(long, value_delimiter = ',', default_value = "tram,floor")]
+    systems: Vec<String>,
+    /// Payload bytes per message.
+    #[arg(long, default_value_t = 16)]
+    size: usize,
+    /// Messages in flight.
+    #[arg(long, default_value_t = 4096)]
+    window: u64,
+    /// Rounds (each system once per round).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Seconds measured per system per round.
+    #[arg(long, default_value_t = 2.0)]
+    secs: f64,
+    /// Seconds of warm-up before each measurement.
+    #[arg(long, default_value_t = 0.5)]
+    warmup: f64,
+    /// Runtime worker threads in each process.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+}
+
+const SYSTEMS: [&str; 2] = ["tram", "floor"];
+
+/// One measurement of one system.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    rate: f64,
+    client_us: f64,
+    server_us: f64,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    for s in &args.systems {
+        if !SYSTEMS.contains(&s.as_str()) {
+            bail!("unknown system {s:?}; known: {}", SYSTEMS.join(", "));
+        }
+    }
+    let servers = args
+        .systems
+        .iter()
+        .map(|s| Server::start("stream", s, args.workers))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let rt = runtime(args.workers)?;
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); args.systems.len()];
+    println!(
+        "stream echo: {} B payload, {} in flight, {} rounds x {}s, {} workers per process",
+        args.size, args.window, args.rounds, args.secs, args.workers
+    );
+    for round in 0..args.rounds {
+        for (i, (system, server)) in args.systems.iter().zip(&servers).enumerate() {
+            let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
+            let s = rt.block_on(measure(system, addr, server, args))?;
+            eprintln!(
+                "  round {} {:>6}: {:>8} msg/s  client {:.3} µs/msg  server {:.3} µs/msg",
+                round + 1,
+                system,
+                si(s.rate),
+                s.client_us,
+                s.server_us
+            );
+            samples[i].push(s);
+        }
+    }
+    print_table(args, &samples);
+    Ok(())
+}
+
+fn print_table(args: &Args, samples: &[Vec<Sample>]) {
+    let floor = args.systems.iter().position(|s| s == "floor");
+    println!();
+    println!(
+        "| system | msg/s median | msg/s range | client CPU µs/msg | server CPU µs/msg | vs floor (median of rounds) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (i, system) in args.systems.iter().enumerate() {
+        let rates: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
+        let r = Summary::of(&rates);
+        let c = Summary::of(&samples[i].iter().map(|s| s.client_us).collect::<Vec<_>>());
+        let sv = Summary::of(&samples[i].iter().map(|s| s.server_us).collect::<Vec<_>>());
+        let ratio = floor.map(|f| {
+            // Ratio per round (same round = closest conditions), then median.
+            let per_round: Vec<f64> = samples[i]
+                .iter()
+                .zip(&samples[f])
+                .map(|(a, b)| a.rate / b.rate)
+                .collect();
+            Summary::of(&per_round)
+        });
+        println!(
+            "| {system} | {} | {}–{} | {:.3} | {:.3} | {} |",
+            si(r.median),
+            si(r.min),
+            si(r.max),
+            c.median,
+            sv.median,
+            ratio.map_or("-".into(), |q| format!(
+                "{:.0}% ({:.0}–{:.0}%)",
+                q.median * 100.0,
+                q.min * 100.0,
+                q.max * 100.0
+            )),
+        );
+    }
+}
+
+async fn measure(
+    system: &str,
+    addr: SocketAddr,
+    server: &Server,
+    args: &Args,
+) -> anyhow::Result<Sample> {
+    let received = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = match system {
+        "tram" => tokio::spawn(tram_client(
+            addr,
+            args.size,
+            args.window,
+            stop.clone(),
+            received.clone(),
+        )),
+        _ => tokio::spawn(floor_client(
+            addr,
+            args.size,
+            args.window,
+            stop.clone(),
+            received.clone(),
+        )),
+    };
+    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
+    let (n0, t0, c0, s0) = (
+        received.load(Ordering::Relaxed),
+        Instant::now(),
+        self_cpu()?,
+        server.cpu()?,
+    );
+    tokio::time::sleep(Duration::from_secs_f64(args.secs)).await;
+    let (n1, t1, c1, s1) = (
+        received.load(Ordering::Relaxed),
+        Instant::now(),
+        self_cpu()?,
+        server.cpu()?,
+    );
+    stop.store(true, Ordering::Relaxed);
+    client.abort();
+    let _ = client.await;
+    let n = (n1 - n0) as f64;
+    if n == 0.0 {
+        bail!("{system}: no messages completed");
+    }
+    Ok(Sample {
+        rate: n / (t1 - t0).as_secs_f64(),
+        client_us: (c1 - c0).as_secs_f64() * 1e6 / n,
+        server_us: (s1 - s0).as_secs_f64() * 1e6 / n,
+    })
+}
+
+/// Keeps at most `size` messages in flight between a client's writer and
+/// reader. Shared by both clients so their overhead is the same.
+struct Window {
+    size: u64,
+    received: AtomicU64,
+    waiting: AtomicBool,
+    notify: Notify,
+}
+
+impl Window {
+    fn new(size: u64) -> Arc<Window> {
+        Arc::new(Window {
+            size,
+            received: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
+            notify: Notify::new(),
+        })
+    }
+
+    /// How many more may be sent, waiting until at least one may.
+    async fn room(&self, sent: u64) -> u64 {
+        loop {
+            let in_flight = sent - self.received.load(Ordering::Acquire);
+            if in_flight < self.size {
+                return self.size - in_flight;
+            }
+            let notified = self.notify.notified();
+            self.waiting.store(true, Ordering::SeqCst);
+            if sent - self.received.load(Ordering::SeqCst) < self.size {
+                continue;
+            }
+            notified.await;
+        }
+    }
+
+    fn arrived(&self, n: u64, total: &AtomicU64) {
+        self.received.fetch_add(n, Ordering::AcqRel);
+        total.fetch_add(n, Ordering::Relaxed);
+        if self.waiting.load(Ordering::SeqCst) && self.waiting.swap(false, Ordering::SeqCst) {
+            self.notify.notify_one();
+        }
+    }
+}
+
+async fn tram_client(
+    addr: SocketAddr,
+    size: usize,
+    window: u64,
+    stop: Arc<AtomicBool>,
+    received: Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    let stream = conn::connect(addr, &TcpConfig::default()).await?;
+    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let win = Window::new(window);
+    let writer = tokio::spawn({
+        let win = win.clone();
+        let stop = stop.clone();
+        async move {
+            let payload = Bytes::from(vec![0xab; size]);
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let room = win.room(sent).await;
+                for _ in 0..room {
+                    if sender.send(payload.clone()).await.is_err() {
+                        return;
+                    }
+                    sent += 1;
+                }
+            }
+        }
+    });
+    while let Some(msg) = inbound.recv().await {
+        msg?;
+        win.arrived(1, &received);
+    }
+    writer.abort();
+    Ok(())
+}
+
+async fn floor_client(
+    addr: SocketAddr,
+    size: usize,
+    window: u64,
+    stop: Arc<AtomicBool>,
+    received: Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut rd, mut wr) = stream.into_split();
+    let win = Window::new(window);
+    let writer = tokio::spawn({
+        let win = win.clone();
+        async move {
+            let payload = vec![0xab; size];
+            let mut buf = BytesMut::with_capacity(256 * (4 + size));
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let n = win.room(sent).await.min(256);
+                buf.clear();
+                for _ in 0..n {
+                    buf.put_u32(size as u32);
+                    buf.put_slice(&payload);
+                }
+                if wr.write_all(&buf).await.is_err() {
+                    return;
+                }
+                sent += n;
+            }
+        }
+    });
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        if rd.read_buf(&mut buf).await? == 0 {
+            break;
+        }
+        let mut frames = 0;
+        while buf.len() >= 4 {
+            let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+            if buf.len() < 4 + len {
+                break;
+            }
+            buf.advance(4 + len);
+            frames += 1;
+        }
+        win.arrived(frames, &received);
+        buf.reserve(64 * 1024);
+    }
+    writer.abort();
+    Ok(())
+}
+
+/// Serves one system on `listener` until aborted.
+pub(crate) async fn serve(system: String, listener: TcpListener) -> anyhow::Result<()> {
+    loop {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        match system.as_str() {
+            "tram" => tokio::spawn(tram_echo(stream)),
+            _ => tokio::spawn(floor_echo(stream)),
+        };
+    }
+}
+
+async fn tram_echo(stream: TcpStream) -> anyhow::Result<()> {
+    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    while let Some(msg) = inbound.recv().await {
+        sender.send(msg?).await?;
+    }
+    Ok(())
+}
+
+async fn floor_echo(stream: TcpStream) -> anyhow::Result<()> {
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        if rd.read_buf(&mut buf).await? == 0 {
+            return Ok(());
+        }
+        // Echo every complete frame straight from the read buffer.
+        let mut complete = 0;
+        while buf.len() - complete >= 4 {
+            let at = &buf[complete..];
+            let len = u32::from_be_bytes([at[0], at[1], at[2], at[3]]) as usize;
+            if at.len() < 4 + len {
+                break;
+            }
+            complete += 4 + len;
+        }
+        wr.write_all(&buf[..complete]).await?;
+        buf.advance(complete);
+        buf.reserve(64 * 1024);
+    }
+}
