@@ -217,6 +217,7 @@ INVALID = [
      "invalid_setting"),
     ("settings initial_credit 2^31", frame("SETTINGS", 0, varint(3) + varint(2**31)),
      "invalid_setting"),
+    ("settings initial_credit 0", frame("SETTINGS", 0, varint(3) + varint(0)), "invalid_setting"),
     ("settings value without id pair", frame("SETTINGS", 0, varint(2)), "truncated"),
 ]
 

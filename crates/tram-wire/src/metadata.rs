@@ -191,8 +191,11 @@ impl MetadataBuilder {
     }
 }
 
-/// Splits the first entry off `src`: `(key, value, rest)`.
-fn split_entry(src: &[u8]) -> Result<(&[u8], &[u8], &[u8]), Error> {
+/// The first entry of a block: key, value, and the rest of the block.
+type Entry<'a> = (&'a [u8], &'a [u8], &'a [u8]);
+
+/// Splits the first entry off `src`.
+fn split_entry(src: &[u8]) -> Result<Entry<'_>, Error> {
     let (key, rest) = split_field(src)?;
     let (value, rest) = split_field(rest)?;
     Ok((key, value, rest))

@@ -42,7 +42,7 @@ pub struct Settings {
     /// Most calls served at once on this connection.
     pub max_concurrent_calls: u32,
     /// Messages the peer may send on a new call direction before it is
-    /// granted credit (0..=[`MAX_CREDIT`]).
+    /// granted credit (1..=[`MAX_CREDIT`]).
     pub initial_credit: u32,
     /// Largest metadata block accepted, in bytes.
     pub max_metadata_size: u32,
@@ -139,10 +139,11 @@ impl Settings {
                 id::MAX_CONCURRENT_CALLS => settings.max_concurrent_calls = value32()?,
                 id::INITIAL_CREDIT => {
                     let v = value32()?;
-                    if v > MAX_CREDIT {
+                    if v == 0 || v > MAX_CREDIT {
+                        // At least one: a unary response always has credit.
                         return Err(Error::InvalidSetting {
                             id,
-                            why: "above 2^31-1",
+                            why: "outside 1..=2^31-1",
                         });
                     }
                     settings.initial_credit = v;

@@ -2,6 +2,7 @@
 //! decoder wait on bytes that can never form a frame, and never allocates
 //! beyond the limit; every frame survives an encode/decode round trip, split
 //! at any point.
+#![allow(clippy::unwrap_used)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,7 @@
 //! Every vector in `testdata/vectors/frames.json` must encode to its exact
 //! bytes and decode back to its fields; every invalid input must fail with
 //! the named error; every incomplete input must ask for more bytes.
+#![allow(clippy::unwrap_used)]
 
 use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value, json};

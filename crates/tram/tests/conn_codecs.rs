@@ -1,5 +1,6 @@
 //! 10,000 messages through a real loopback connection with each shipped
 //! codec arrive intact and in order.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -1,4 +1,5 @@
 //! Backpressure and flush policies over real loopback sockets.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

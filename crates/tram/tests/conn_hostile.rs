@@ -2,6 +2,7 @@
 //! another closes both with a decode error, quickly and without allocating
 //! anything near the announced size, while a third, healthy connection goes
 //! on being served.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -1,5 +1,5 @@
 //! Shared setup for the loopback tests: echo servers over real TCP.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every check and test of the workspace: the README's test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== cargo test"
+cargo test --workspace --all-targets --quiet
+cargo test --workspace --doc --quiet
