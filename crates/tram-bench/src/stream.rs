@@ -245,19 +245,21 @@ async fn tram_client(
             let payload = Bytes::from(vec![0xab; size]);
             let mut sent = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let room = win.room(sent).await;
-                for _ in 0..room {
-                    if sender.send(payload.clone()).await.is_err() {
-                        return;
-                    }
-                    sent += 1;
+                // As the floor client writes 256 frames per write, queue up
+                // to 256 messages per lock.
+                let room = win.room(sent).await.min(256);
+                let batch = std::iter::repeat_n(&payload[..], room as usize);
+                match sender.send_all(batch).await {
+                    Ok(n) => sent += n as u64,
+                    Err(_) => return,
                 }
             }
         }
     });
-    while let Some(msg) = inbound.recv().await {
-        msg?;
-        win.arrived(1, &received);
+    let mut batch = Vec::with_capacity(1024);
+    while let Some(n) = inbound.recv_many(&mut batch, 1024).await {
+        batch.clear();
+        win.arrived(n? as u64, &received);
     }
     writer.abort();
     Ok(())
@@ -329,8 +331,11 @@ pub(crate) async fn serve(system: String, listener: TcpListener) -> anyhow::Resu
 
 async fn tram_echo(stream: TcpStream) -> anyhow::Result<()> {
     let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
-    while let Some(msg) = inbound.recv().await {
-        sender.send(msg?).await?;
+    // Everything a read brought in is echoed under one queue lock.
+    let mut batch = Vec::with_capacity(1024);
+    while let Some(n) = inbound.recv_many(&mut batch, 1024).await {
+        n?;
+        sender.send_all(batch.drain(..)).await?;
     }
     Ok(())
 }

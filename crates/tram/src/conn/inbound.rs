@@ -24,6 +24,8 @@ pub struct Inbound<R, D> {
     read_chunk: usize,
     max_buffered: usize,
     state: ReadState,
+    /// A decode error found while draining a batch, returned next.
+    pending_error: Option<Error>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +48,7 @@ where
             read_chunk,
             max_buffered,
             state: ReadState::Open,
+            pending_error: None,
         }
     }
 
@@ -67,6 +70,50 @@ where
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
+    /// Waits for at least one message, then appends to `out` every further
+    /// message already buffered, up to `max` in all, without more I/O.
+    /// Returns how many were appended, or `None` once the stream has ended.
+    ///
+    /// Handling messages in batches lets a consumer pass them on with one
+    /// [`Sender::send_all`](super::Sender::send_all), one lock for the lot.
+    ///
+    /// # Errors
+    ///
+    /// As [`Inbound::recv`]. An error is returned on the call after the
+    /// messages that preceded it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Inbound::recv`].
+    pub async fn recv_many(
+        &mut self,
+        out: &mut Vec<D::Item>,
+        max: usize,
+    ) -> Option<Result<usize, Error>> {
+        let first = match self.recv().await? {
+            Ok(item) => item,
+            Err(e) => return Some(Err(e)),
+        };
+        out.push(first);
+        let mut n = 1;
+        while n < max {
+            match self.decoder.decode(&mut self.buf) {
+                Ok(Some(item)) => {
+                    out.push(item);
+                    n += 1;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    // Deliver what came before the bad bytes; the error
+                    // is returned by the next call.
+                    self.pending_error = Some(Error::decode(e));
+                    break;
+                }
+            }
+        }
+        Some(Ok(n))
+    }
+
     /// The next message if one is already buffered, without reading.
     ///
     /// # Errors
@@ -75,6 +122,10 @@ where
     pub fn try_recv(&mut self) -> Option<Result<D::Item, Error>> {
         if self.state == ReadState::Done {
             return None;
+        }
+        if let Some(e) = self.pending_error.take() {
+            self.state = ReadState::Done;
+            return Some(Err(e));
         }
         match self.decoder.decode(&mut self.buf) {
             Ok(Some(item)) => Some(Ok(item)),

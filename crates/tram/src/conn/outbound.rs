@@ -1,21 +1,31 @@
-//! The sending half: a byte-bounded queue encoded in place, and the writer
-//! task that drains it.
+//! The sending half: a byte-bounded queue encoded in place, written by
+//! whoever is free to write.
 //!
 //! Senders encode straight into one shared [`BytesMut`] under a short lock
-//! (no allocation or queue node per message). The writer swaps that buffer
-//! for its empty one and writes everything in one `write` call, so all that
-//! was queued while it was busy goes out together. Two buffers ping-pong and
-//! keep their capacity; the queue is bounded in bytes, and a sender that
-//! finds it full waits (or gets [`TrySendError::Full`]).
+//! (no allocation or queue node per message). The transport's write half
+//! and the batch being written travel together as a [`Pipe`]; whoever holds
+//! the pipe is the one writer. Under [`FlushPolicy::Immediate`], a sender
+//! that finds the pipe idle takes it and writes the queue itself with a
+//! non-blocking write: no task hand-off and no wake-up per batch, the way a
+//! hand-written echo writes right after it reads. Senders that arrive while
+//! someone is writing only queue; their bytes go out in the writer's next
+//! round, all in one `write`. When the socket would block, the rest goes
+//! to a writer task (one per connection), which waits for the socket and
+//! carries on. Two buffers ping-pong and keep their capacity; the queue is
+//! bounded in bytes, and a sender that finds it full waits (or gets
+//! [`TrySendError::Full`]).
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use super::codec::Encoder;
 use super::error::{Error, ErrorKind, TrySendError};
@@ -24,8 +34,9 @@ use super::error::{Error, ErrorKind, TrySendError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum FlushPolicy {
-    /// As soon as the writer is free. Messages queued while it is busy are
-    /// batched into its next write: batching without added latency.
+    /// At once: by the sender itself when nobody is writing, otherwise in
+    /// the current writer's next round, together with everything else
+    /// queued meanwhile. Batching without added latency.
     #[default]
     Immediate,
     /// Wait up to `max_delay` after the first queued byte, or until
@@ -43,15 +54,24 @@ pub enum FlushPolicy {
 
 /// The cloneable sending half of a message-stream connection.
 ///
-/// When every clone is dropped, the writer sends what is queued and then
-/// shuts down the transport's write side (a TCP FIN).
+/// When every clone is dropped, what is queued is written and then the
+/// transport's write side is shut down (a TCP FIN).
 pub struct Sender<E> {
     shared: Arc<Shared<E>>,
 }
 
+type Io = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// The write half and the batch in flight: whoever holds it is the writer.
+struct Pipe {
+    io: Io,
+    /// Bytes taken from the queue and not yet written.
+    out: BytesMut,
+}
+
 pub(crate) struct Shared<E> {
     state: Mutex<State<E>>,
-    /// Wakes the writer.
+    /// Wakes the writer task.
     wake_writer: Notify,
     /// Wakes senders waiting for queue space, and flushers.
     progress: Notify,
@@ -65,23 +85,36 @@ pub(crate) struct Shared<E> {
 struct State<E> {
     queue: BytesMut,
     encoder: E,
-    /// Total bytes ever queued (written + queue.len() + in the writer).
+    /// Total bytes ever queued.
     queued_total: u64,
-    /// The writer is parked waiting for bytes or a flush.
+    /// The pipe, while nobody is writing.
+    pipe: Option<Pipe>,
+    /// The writer task is parked and must be woken to do anything.
     writer_idle: bool,
+    /// When the oldest queued byte was queued (for Linger).
+    oldest: Option<Instant>,
     /// A flush was requested and not yet served.
     flush_requested: bool,
     /// Someone waits on `progress`.
     waiters: bool,
-    /// The writer failed or stopped: nothing more is sent.
+    /// The connection can no longer send.
     closed: Option<ErrorKind>,
+}
+
+/// What a sender does after queueing, once the lock is released.
+enum Then {
+    Nothing,
+    WakeWriter,
+    WriteInline(Pipe),
 }
 
 impl<E> Sender<E> {
     /// Queues `item`, waiting while the queue is at its byte limit.
     ///
-    /// Returns once the message is encoded into the queue, not when it is
-    /// written: use [`Sender::flush`] for that.
+    /// Under [`FlushPolicy::Immediate`], if nobody is writing, this call
+    /// writes the queue to the transport itself, without blocking.
+    /// Otherwise it returns once the message is queued: use
+    /// [`Sender::flush`] to wait until it is written.
     ///
     /// # Errors
     ///
@@ -95,9 +128,19 @@ impl<E> Sender<E> {
     where
         E: Encoder<T>,
     {
-        let mut item = item;
+        // Fast path: room in the queue, no waiter registration at all.
+        let mut item = match self.try_send(item) {
+            Ok(()) => return Ok(()),
+            Err(TrySendError::Full(back)) => back,
+            Err(TrySendError::Closed(_)) => return Err(Error::closed()),
+            Err(TrySendError::Encode(e)) => return Err(e),
+        };
         loop {
+            // Register before re-checking, so that a drain between the
+            // check and the await still wakes us.
             let progress = self.shared.progress.notified();
+            tokio::pin!(progress);
+            progress.as_mut().enable();
             match self.try_send(item) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Full(back)) => item = back,
@@ -108,7 +151,8 @@ impl<E> Sender<E> {
         }
     }
 
-    /// Queues `item` if the queue is below its byte limit.
+    /// Queues `item` if the queue is below its byte limit (and, like
+    /// [`Sender::send`], may write it at once without blocking).
     ///
     /// # Errors
     ///
@@ -134,26 +178,80 @@ impl<E> Sender<E> {
             return Err(TrySendError::Encode(Error::encode(e)));
         }
         let after = st.queue.len();
-        st.queued_total += (after - before) as u64;
-        let wake = st.writer_idle
-            && match shared.policy {
-                // Wake on the first byte; the writer batches the rest.
-                FlushPolicy::Immediate | FlushPolicy::Linger { .. } => true,
-                FlushPolicy::Explicit => after >= shared.max_queued,
-            };
-        if wake {
-            st.writer_idle = false;
-        }
+        let then = shared.pushed(&mut st, before, after);
         drop(st);
-        if wake {
-            shared.wake_writer.notify_one();
-        } else if let FlushPolicy::Linger { max_bytes, .. } = shared.policy {
-            if before < max_bytes && after >= max_bytes {
-                // Cut the linger short: the train is full.
-                shared.wake_writer.notify_one();
+        self.then(then);
+        Ok(())
+    }
+
+    /// Queues every item of `items` in order, taking the queue's lock once
+    /// per run of items that fit rather than once per item, and waiting
+    /// whenever the queue is full. Returns how many were queued.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`]; items before the failing one stay queued.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave a prefix of `items` queued.
+    pub async fn send_all<T, I>(&self, items: I) -> Result<usize, Error>
+    where
+        E: Encoder<T>,
+        I: IntoIterator<Item = T>,
+    {
+        let mut items = items.into_iter().peekable();
+        let mut sent = 0;
+        while items.peek().is_some() {
+            let (n, full) = self.queue_run(&mut items)?;
+            sent += n;
+            if let Some(item) = full {
+                // Full: wait for room for this one, then carry on in runs.
+                self.send(item).await?;
+                sent += 1;
             }
         }
-        Ok(())
+        Ok(sent)
+    }
+
+    /// Encodes items under one lock until the iterator ends or the queue is
+    /// full; returns how many were queued and the item that did not fit.
+    fn queue_run<T, I>(&self, items: &mut I) -> Result<(usize, Option<T>), Error>
+    where
+        E: Encoder<T>,
+        I: Iterator<Item = T>,
+    {
+        let shared = &*self.shared;
+        let mut st = shared.state.lock();
+        if st.closed.is_some() {
+            return Err(Error::closed());
+        }
+        let start = st.queue.len();
+        let mut n = 0;
+        let mut full = None;
+        let mut failed = None;
+        for item in items.by_ref() {
+            if st.queue.len() >= shared.max_queued {
+                full = Some(item);
+                break;
+            }
+            let before = st.queue.len();
+            let State { queue, encoder, .. } = &mut *st;
+            if let Err(e) = encoder.encode(item, queue) {
+                st.queue.truncate(before);
+                failed = Some(Error::encode(e));
+                break;
+            }
+            n += 1;
+        }
+        let end = st.queue.len();
+        let then = shared.pushed(&mut st, start, end);
+        drop(st);
+        self.then(then);
+        match failed {
+            Some(e) => Err(e),
+            None => Ok((n, full)),
+        }
     }
 
     /// Waits until everything queued before this call has been written to
@@ -162,7 +260,7 @@ impl<E> Sender<E> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Closed`] if the writer stops before that.
+    /// [`ErrorKind::Closed`] if the connection closes before that.
     pub async fn flush(&self) -> Result<(), Error> {
         let shared = &*self.shared;
         let target = {
@@ -177,6 +275,8 @@ impl<E> Sender<E> {
         shared.wake_writer.notify_one();
         loop {
             let progress = shared.progress.notified();
+            tokio::pin!(progress);
+            progress.as_mut().enable();
             {
                 let mut st = shared.state.lock();
                 if shared.written.load(Ordering::Acquire) >= target {
@@ -191,7 +291,7 @@ impl<E> Sender<E> {
         }
     }
 
-    /// Bytes queued and not yet handed to the writer.
+    /// Bytes queued and not yet taken by a writer.
     pub fn queued_bytes(&self) -> usize {
         self.shared.state.lock().queue.len()
     }
@@ -199,6 +299,14 @@ impl<E> Sender<E> {
     /// Whether the connection can no longer send.
     pub fn is_closed(&self) -> bool {
         self.shared.state.lock().closed.is_some()
+    }
+
+    fn then(&self, then: Then) {
+        match then {
+            Then::Nothing => {}
+            Then::WakeWriter => self.shared.wake_writer.notify_one(),
+            Then::WriteInline(pipe) => self.shared.write_inline(pipe),
+        }
     }
 }
 
@@ -228,8 +336,158 @@ impl<E> std::fmt::Debug for Sender<E> {
     }
 }
 
-/// Creates the shared queue: the sender handle and the writer future that
-/// drives `io`.
+/// When the writer task should next write.
+enum Due {
+    Now,
+    At(Instant),
+    Never,
+}
+
+impl<E> Shared<E> {
+    /// Accounts for the queue growing from `before` to `after` bytes, under
+    /// the lock, and decides who writes it.
+    fn pushed(&self, st: &mut State<E>, before: usize, after: usize) -> Then {
+        if after == before {
+            return Then::Nothing;
+        }
+        st.queued_total += (after - before) as u64;
+        if before == 0 {
+            st.oldest = Some(Instant::now());
+        }
+        match self.policy {
+            FlushPolicy::Immediate => {
+                // Nobody writing and nothing left over: write it ourselves.
+                // Otherwise whoever holds the pipe picks these bytes up.
+                match st.pipe.take_if(|p| p.out.is_empty()) {
+                    Some(mut pipe) => {
+                        std::mem::swap(&mut st.queue, &mut pipe.out);
+                        st.oldest = None;
+                        Then::WriteInline(pipe)
+                    }
+                    None => Then::Nothing,
+                }
+            }
+            FlushPolicy::Linger { max_bytes, .. } => {
+                let train_full = before < max_bytes && after >= max_bytes;
+                if st.writer_idle && (before == 0 || train_full) {
+                    st.writer_idle = false;
+                    Then::WakeWriter
+                } else if train_full {
+                    Then::WakeWriter
+                } else {
+                    Then::Nothing
+                }
+            }
+            FlushPolicy::Explicit => {
+                if st.writer_idle && after >= self.max_queued {
+                    st.writer_idle = false;
+                    Then::WakeWriter
+                } else {
+                    Then::Nothing
+                }
+            }
+        }
+    }
+
+    /// Writes what `pipe` holds without blocking, on the sender's own time,
+    /// then once more for what was queued meanwhile. Whatever is left (the
+    /// socket would block, or senders keep queueing) goes to the writer
+    /// task with the pipe.
+    fn write_inline(&self, mut pipe: Pipe) {
+        let mut cx = Context::from_waker(Waker::noop());
+        for round in 0.. {
+            let mut wrote = 0;
+            let mut failed = None;
+            while !pipe.out.is_empty() {
+                match Pin::new(&mut pipe.io).poll_write(&mut cx, &pipe.out) {
+                    Poll::Ready(Ok(0)) => {
+                        failed = Some(ErrorKind::Io);
+                        break;
+                    }
+                    Poll::Ready(Ok(n)) => {
+                        pipe.out.advance(n);
+                        wrote += n;
+                    }
+                    Poll::Ready(Err(_)) => {
+                        failed = Some(ErrorKind::Io);
+                        break;
+                    }
+                    Poll::Pending => break,
+                }
+            }
+            self.written.fetch_add(wrote as u64, Ordering::Release);
+            let mut st = self.state.lock();
+            if let Some(kind) = failed {
+                // The transport is broken: nothing more can be sent. The
+                // pipe is dropped (closing the write half); the writer task
+                // sees `closed` and stops.
+                st.closed = Some(kind);
+                drop(st);
+                self.wake_writer.notify_one();
+                self.progress.notify_waiters();
+                return;
+            }
+            if pipe.out.is_empty() && round == 0 && !st.queue.is_empty() {
+                // One more round for what arrived while we wrote.
+                std::mem::swap(&mut st.queue, &mut pipe.out);
+                st.oldest = None;
+                let waiters = std::mem::take(&mut st.waiters);
+                drop(st);
+                if waiters {
+                    self.progress.notify_waiters();
+                }
+                continue;
+            }
+            // Hand back: the writer task takes over if work is left.
+            let work = !pipe.out.is_empty() || !st.queue.is_empty();
+            st.pipe = Some(pipe);
+            let wake = work && std::mem::replace(&mut st.writer_idle, false);
+            let waiters = std::mem::take(&mut st.waiters);
+            drop(st);
+            if wake {
+                self.wake_writer.notify_one();
+            }
+            if waiters {
+                self.progress.notify_waiters();
+            }
+            return;
+        }
+    }
+
+    /// When the writer task should write the queue, by policy.
+    fn due(&self, st: &State<E>) -> Due {
+        if st.queue.is_empty() {
+            return Due::Never;
+        }
+        let force = st.flush_requested
+            || st.queue.len() >= self.max_queued
+            // The last sender is gone: send what is left, whatever the policy.
+            || self.senders.load(Ordering::Acquire) == 0;
+        match self.policy {
+            _ if force => Due::Now,
+            FlushPolicy::Immediate => Due::Now,
+            FlushPolicy::Linger {
+                max_delay,
+                max_bytes,
+            } => {
+                if st.queue.len() >= max_bytes {
+                    Due::Now
+                } else {
+                    let at = st.oldest.unwrap_or_else(Instant::now) + max_delay;
+                    if at <= Instant::now() {
+                        Due::Now
+                    } else {
+                        Due::At(at)
+                    }
+                }
+            }
+            FlushPolicy::Explicit => Due::Never,
+        }
+    }
+}
+
+/// Creates the shared queue over `io`: the sender handle and the writer
+/// task's future.
 pub(crate) fn channel<E, W>(
     encoder: E,
     io: W,
@@ -249,7 +507,12 @@ where
             queue: BytesMut::with_capacity(buffer),
             encoder,
             queued_total: 0,
+            pipe: Some(Pipe {
+                io: Box::new(io),
+                out: BytesMut::with_capacity(buffer),
+            }),
             writer_idle: true,
+            oldest: None,
             flush_requested: false,
             waiters: false,
             closed: None,
@@ -261,118 +524,112 @@ where
         policy,
         max_queued: max_queued.max(1),
     });
-    let writer = write_loop(shared.clone(), io, buffer);
+    let writer = write_loop(shared.clone());
     (Sender { shared }, writer)
 }
 
-async fn write_loop<E, W>(shared: Arc<Shared<E>>, mut io: W, buffer: usize) -> Result<(), Error>
-where
-    W: AsyncWrite + Unpin,
-{
-    let mut out = BytesMut::with_capacity(buffer);
-    let result: Result<(), Error> = async {
-        loop {
-            match take_batch(&shared, &mut out).await {
-                Batch::Write => {
-                    io.write_all(&out).await?;
-                    shared
-                        .written
-                        .fetch_add(out.len() as u64, Ordering::Release);
-                    out.clear();
-                    wake_waiters(&shared);
-                }
-                Batch::Done => {
-                    io.shutdown().await?;
-                    return Ok(());
-                }
-            }
-        }
-    }
-    .await;
+/// The writer task: waits for work the policy says is due, takes the pipe,
+/// and writes with blocking (async) writes until nothing is due.
+async fn write_loop<E>(shared: Arc<Shared<E>>) -> Result<(), Error> {
+    let result = write_until_done(&shared).await;
     let kind = match &result {
         Ok(()) => ErrorKind::Closed,
         Err(e) => e.kind(),
     };
-    shared.state.lock().closed = Some(kind);
+    {
+        let mut st = shared.state.lock();
+        st.closed.get_or_insert(kind);
+        // Drop the transport now: the connection is over for sending.
+        st.pipe = None;
+    }
     shared.progress.notify_waiters();
     result
 }
 
-enum Batch {
-    Write,
-    Done,
-}
-
-/// Waits until the policy says to write, then swaps the queue into `out`.
-async fn take_batch<E>(shared: &Shared<E>, out: &mut BytesMut) -> Batch {
+async fn write_until_done<E>(shared: &Shared<E>) -> Result<(), Error> {
     loop {
-        let ready = {
-            let mut st = shared.state.lock();
-            let force = st.flush_requested
-                || st.queue.len() >= shared.max_queued
-                // The last sender is gone: send what is left, whatever the policy.
-                || shared.senders.load(Ordering::Acquire) == 0;
-            let go = !st.queue.is_empty() && (force || shared.policy != FlushPolicy::Explicit);
-            if go {
-                if let FlushPolicy::Linger { max_bytes, .. } = shared.policy {
-                    if !force && st.queue.len() < max_bytes {
-                        Some(false)
-                    } else {
-                        Some(true)
-                    }
-                } else {
-                    Some(true)
-                }
-            } else {
-                if st.queue.is_empty() {
-                    st.flush_requested = false;
-                    if st.waiters {
-                        // A flush may be waiting on bytes already written.
-                        drop(st);
-                        wake_waiters(shared);
-                        st = shared.state.lock();
-                    }
-                }
-                if st.queue.is_empty() && shared.senders.load(Ordering::Acquire) == 0 {
-                    return Batch::Done;
-                }
-                st.writer_idle = true;
-                None
-            }
+        let mut pipe = match next_batch(shared).await {
+            Some(pipe) => pipe,
+            None => return Ok(()),
         };
-        match ready {
-            Some(true) => {
-                let mut st = shared.state.lock();
-                std::mem::swap(&mut st.queue, out);
-                st.flush_requested = false;
-                st.writer_idle = false;
-                return Batch::Write;
-            }
-            Some(false) => {
-                // Linger: wait for the delay, a full train or a flush.
-                let FlushPolicy::Linger { max_delay, .. } = shared.policy else {
-                    unreachable!("only Linger lingers")
-                };
-                let _ = tokio::time::timeout(max_delay, shared.wake_writer.notified()).await;
-                let mut st = shared.state.lock();
-                std::mem::swap(&mut st.queue, out);
-                st.flush_requested = false;
-                st.writer_idle = false;
-                if out.is_empty() {
-                    continue;
-                }
-                return Batch::Write;
-            }
-            None => shared.wake_writer.notified().await,
+        if pipe.out.is_empty() {
+            // Nothing left and no sender: close the write side.
+            pipe.io.shutdown().await?;
+            return Ok(());
+        }
+        let n = pipe.out.len();
+        pipe.io.write_all(&pipe.out).await?;
+        pipe.out.clear();
+        shared.written.fetch_add(n as u64, Ordering::Release);
+        let waiters = {
+            let mut st = shared.state.lock();
+            st.pipe = Some(pipe);
+            std::mem::take(&mut st.waiters)
+        };
+        if waiters {
+            shared.progress.notify_waiters();
         }
     }
 }
 
-fn wake_waiters<E>(shared: &Shared<E>) {
-    let mut st = shared.state.lock();
-    if st.waiters {
-        st.waiters = false;
-        drop(st);
-        shared.progress.notify_waiters();
+/// Waits until there is something to write and the pipe is free; returns
+/// the pipe holding the batch (empty when it is time to shut down), or
+/// `None` when the connection closed meanwhile.
+async fn next_batch<E>(shared: &Shared<E>) -> Option<Pipe> {
+    loop {
+        let notified = shared.wake_writer.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let due = {
+            let mut st = shared.state.lock();
+            if st.closed.is_some() {
+                return None;
+            }
+            if st.pipe.is_some() {
+                let leftover = st.pipe.as_ref().is_some_and(|p| !p.out.is_empty());
+                let due = shared.due(&st);
+                if leftover || matches!(due, Due::Now) {
+                    let mut pipe = st.pipe.take()?;
+                    if pipe.out.is_empty() {
+                        std::mem::swap(&mut st.queue, &mut pipe.out);
+                        st.oldest = None;
+                        st.flush_requested = false;
+                    }
+                    st.writer_idle = false;
+                    let waiters = std::mem::take(&mut st.waiters);
+                    drop(st);
+                    if waiters {
+                        shared.progress.notify_waiters();
+                    }
+                    return Some(pipe);
+                }
+                if st.queue.is_empty() {
+                    st.flush_requested = false;
+                    if shared.senders.load(Ordering::Acquire) == 0 {
+                        // Shut down: hand out the pipe with nothing in it.
+                        return st.pipe.take();
+                    }
+                    if std::mem::take(&mut st.waiters) {
+                        // A flush may be waiting on bytes already written.
+                        shared.progress.notify_waiters();
+                    }
+                }
+                // Idle from here, under the same lock as the check: a push
+                // after it sees the flag and wakes us.
+                st.writer_idle = true;
+                due
+            } else {
+                // An inline writer holds the pipe; it wakes us if it leaves
+                // work behind.
+                st.writer_idle = true;
+                Due::Never
+            }
+        };
+        match due {
+            Due::At(t) => {
+                let _ = tokio::time::timeout_at(t, notified).await;
+            }
+            _ => notified.await,
+        }
     }
 }
