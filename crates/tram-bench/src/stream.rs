@@ -2,7 +2,9 @@
 //! `window` messages in flight, a server that echoes every message back.
 //!
 //! Systems:
-//! - `tram`: tram's `conn` layer with the length-delimited codec, both ends.
+//! - `tram`: tram's `conn` layer with the length-delimited codec, both ends:
+//!   messages are handled in place (`Inbound::recv_with`) and queued in runs
+//!   (`Sender::try_send_iter` / `send_all`).
 //! - `floor`: a minimal hand-written tokio echo of the same wire format
 //!   (4-byte big-endian length, then the payload): the server writes back
 //!   each read's complete frames straight from its read buffer, the client
@@ -256,9 +258,7 @@ async fn tram_client(
             }
         }
     });
-    let mut batch = Vec::with_capacity(1024);
-    while let Some(n) = inbound.recv_many(&mut batch, 1024).await {
-        batch.clear();
+    while let Some(n) = inbound.recv_with(|batch| batch.count()).await {
         win.arrived(n? as u64, &received);
     }
     writer.abort();
@@ -331,11 +331,11 @@ pub(crate) async fn serve(system: String, listener: TcpListener) -> anyhow::Resu
 
 async fn tram_echo(stream: TcpStream) -> anyhow::Result<()> {
     let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
-    // Everything a read brought in is echoed under one queue lock.
-    let mut batch = Vec::with_capacity(1024);
-    while let Some(n) = inbound.recv_many(&mut batch, 1024).await {
-        n?;
-        sender.send_all(batch.drain(..)).await?;
+    // Everything a read brought in is echoed in place, under one queue
+    // lock; what does not fit stays buffered until the queue has room.
+    while let Some(queued) = inbound.recv_with(|batch| sender.try_send_iter(batch)).await {
+        queued??;
+        sender.ready().await?;
     }
     Ok(())
 }

@@ -202,3 +202,111 @@ async fn encode_errors_queue_nothing_and_closed_connections_refuse() {
     assert_eq!(closed.kind(), ErrorKind::Closed);
     assert!(sender.is_closed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recv_with_consumes_only_what_is_taken() {
+    let (addr, accept) = silent_peer().await;
+    let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+    let peer = accept.await.unwrap();
+    let (_peer_in, peer_out) = Connection::new(peer, LengthDelimited::new(), Config::default());
+    let (mut inbound, _sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    for i in 0..10u8 {
+        peer_out.send([i; 3]).await.unwrap();
+    }
+    peer_out.flush().await.unwrap();
+
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let got = within(
+            5,
+            "first batch",
+            inbound.recv_with(|b| {
+                b.take(3 - seen.len())
+                    .map(|m| m.to_vec())
+                    .collect::<Vec<_>>()
+            }),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        seen.extend(got);
+    }
+    // The rest is still there, for recv_with and recv alike.
+    let next = within(5, "owned recv", inbound.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&next[..], &[3, 3, 3]);
+    while seen.len() < 9 {
+        let got = within(
+            5,
+            "later batch",
+            inbound.recv_with(|b| b.map(<[u8]>::to_vec).collect::<Vec<_>>()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        seen.extend(got);
+    }
+    let expected: Vec<Vec<u8>> = (0..10u8).filter(|&i| i != 3).map(|i| vec![i; 3]).collect();
+    assert_eq!(seen, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recv_with_delivers_messages_before_bad_bytes_then_the_error() {
+    use tokio::io::AsyncWriteExt;
+    let (addr, accept) = silent_peer().await;
+    let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+    let mut peer = accept.await.unwrap();
+    // Two good messages, then a length over the maximum, in one write.
+    peer.write_all(b"\0\0\0\x01a\0\0\0\x01b\xff\xff\xff\xff")
+        .await
+        .unwrap();
+    let (mut inbound, _sender) = Connection::new(
+        stream,
+        LengthDelimited::with_max_len(1024),
+        Config::default(),
+    );
+    let mut good = Vec::new();
+    let err = loop {
+        match within(
+            5,
+            "batch",
+            inbound.recv_with(|b| b.map(<[u8]>::to_vec).collect::<Vec<_>>()),
+        )
+        .await
+        {
+            Some(Ok(msgs)) => good.extend(msgs),
+            Some(Err(e)) => break e,
+            None => panic!("ended without the error"),
+        }
+    };
+    assert_eq!(good, vec![b"a".to_vec(), b"b".to_vec()]);
+    assert_eq!(err.kind(), ErrorKind::Decode);
+    assert!(inbound.recv().await.is_none(), "finished after the error");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_send_iter_never_takes_an_item_it_cannot_queue() {
+    let (addr, accept) = silent_peer().await;
+    let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+    let _peer = accept.await.unwrap();
+    // Explicit flush: nothing leaves the queue, so it fills for sure.
+    let config = Config::default()
+        .flush(FlushPolicy::Explicit)
+        .max_queued_bytes(20);
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+    let items: Vec<[u8; 6]> = (0..10u8).map(|i| [i; 6]).collect();
+    let mut iter = items.iter();
+    // 10 bytes each: two fit below 20, the second reaches the bound.
+    let n = sender.try_send_iter(&mut iter).unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(iter.len(), 8, "no item taken beyond those queued");
+    // Reaching the bound triggers a write even under Explicit, so room comes
+    // back; `ready` waits for it, and the rest goes through in runs.
+    within(5, "room again", sender.ready()).await.unwrap();
+    let rest = within(5, "rest", sender.send_all(iter)).await.unwrap();
+    assert_eq!(rest, 8);
+    within(5, "flush", sender.flush()).await.unwrap();
+    assert_eq!(sender.queued_bytes(), 0);
+}

@@ -7,10 +7,10 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use tokio::io::AsyncRead;
 
-use super::codec::Decoder;
+use super::codec::{DecodeRef, Decoder};
 use super::error::{Error, ErrorKind};
 
 /// The receiving half of a message-stream connection.
@@ -114,6 +114,73 @@ where
         Some(Ok(n))
     }
 
+    /// Waits until at least one whole message is buffered, then calls `f`
+    /// with a [`Batch`]: an iterator over the buffered messages, borrowed in
+    /// place (no copy, no allocation, no reference count). The messages `f`
+    /// takes from the batch are consumed; the rest stay buffered for the
+    /// next call, so `f` may stop early (for example when an outbound queue
+    /// is full) without losing anything. Returns what `f` returns, or
+    /// `None` once the stream has ended.
+    ///
+    /// # Errors
+    ///
+    /// As [`Inbound::recv`]; an error found inside a batch ends that batch
+    /// and is returned by the next call.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: `f` runs only once messages are there, synchronously.
+    pub async fn recv_with<T, F>(&mut self, f: F) -> Option<Result<T, Error>>
+    where
+        D: DecodeRef,
+        F: FnOnce(&mut Batch<'_, D>) -> T,
+    {
+        if let Err(e) = std::future::poll_fn(|cx| self.poll_buffered(cx)).await? {
+            return Some(Err(e));
+        }
+        let mut batch = Batch {
+            buf: &self.buf[..],
+            pos: 0,
+            decoder: &mut self.decoder,
+            error: None,
+        };
+        let out = f(&mut batch);
+        let (pos, error) = (batch.pos, batch.error);
+        self.buf.advance(pos);
+        if let Some(e) = error {
+            self.pending_error = Some(e);
+        }
+        Some(Ok(out))
+    }
+
+    /// Reads until a whole message is buffered (`Some(Ok)`), the stream ends
+    /// (`None`), or an error.
+    fn poll_buffered(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<(), Error>>>
+    where
+        D: DecodeRef,
+    {
+        loop {
+            if self.state == ReadState::Done {
+                return Poll::Ready(None);
+            }
+            if let Some(e) = self.pending_error.take() {
+                self.state = ReadState::Done;
+                return Poll::Ready(Some(Err(e)));
+            }
+            match self.decoder.decode_ref(&self.buf) {
+                Ok(Some(_)) => return Poll::Ready(Some(Ok(()))),
+                Ok(None) => {}
+                Err(e) => {
+                    self.state = ReadState::Done;
+                    return Poll::Ready(Some(Err(Error::decode(e))));
+                }
+            }
+            if let Some(end) = ready!(self.poll_fill(cx)) {
+                return Poll::Ready(end.map(Err));
+            }
+        }
+    }
+
     /// The next message if one is already buffered, without reading.
     ///
     /// # Errors
@@ -146,38 +213,48 @@ where
             if let Some(result) = self.try_recv() {
                 return Poll::Ready(Some(result));
             }
-            if self.buf.len() >= self.max_buffered {
-                self.state = ReadState::Done;
-                return Poll::Ready(Some(Err(Error::new(ErrorKind::TooLarge, None))));
-            }
-            if self.state == ReadState::Eof {
-                self.state = ReadState::Done;
-                return Poll::Ready(if self.buf.is_empty() {
-                    None
-                } else {
-                    Some(Err(Error::new(ErrorKind::Truncated, None)))
-                });
-            }
-            if self.buf.capacity() - self.buf.len() < self.read_chunk / 4 {
-                // Never read past the bound: at most what completes it.
-                let room = self.read_chunk.min(self.max_buffered - self.buf.len());
-                self.buf.reserve(room);
-            }
-            let n = match ready!(tokio_util::io::poll_read_buf(
-                Pin::new(&mut self.io),
-                cx,
-                &mut self.buf
-            )) {
-                Ok(n) => n,
-                Err(e) => {
-                    self.state = ReadState::Done;
-                    return Poll::Ready(Some(Err(e.into())));
-                }
-            };
-            if n == 0 {
-                self.state = ReadState::Eof;
+            if let Some(end) = ready!(self.poll_fill(cx)) {
+                return Poll::Ready(end.map(Err));
             }
         }
+    }
+
+    /// Reads more bytes into the buffer. `Ready(None)`: bytes were read (or
+    /// the end was noted), try decoding again. `Ready(Some(end))`: the
+    /// stream is over, cleanly (`None`) or with an error.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Option<Option<Error>>> {
+        if self.buf.len() >= self.max_buffered {
+            self.state = ReadState::Done;
+            return Poll::Ready(Some(Some(Error::new(ErrorKind::TooLarge, None))));
+        }
+        if self.state == ReadState::Eof {
+            self.state = ReadState::Done;
+            return Poll::Ready(Some(if self.buf.is_empty() {
+                None
+            } else {
+                Some(Error::new(ErrorKind::Truncated, None))
+            }));
+        }
+        if self.buf.capacity() - self.buf.len() < self.read_chunk / 4 {
+            // Never read past the bound: at most what completes it.
+            let room = self.read_chunk.min(self.max_buffered - self.buf.len());
+            self.buf.reserve(room);
+        }
+        let n = match ready!(tokio_util::io::poll_read_buf(
+            Pin::new(&mut self.io),
+            cx,
+            &mut self.buf
+        )) {
+            Ok(n) => n,
+            Err(e) => {
+                self.state = ReadState::Done;
+                return Poll::Ready(Some(Some(e.into())));
+            }
+        };
+        if n == 0 {
+            self.state = ReadState::Eof;
+        }
+        Poll::Ready(None)
     }
 
     /// Bytes read and not yet decoded.
@@ -209,5 +286,45 @@ impl<R, D> std::fmt::Debug for Inbound<R, D> {
             .field("buffered", &self.buf.len())
             .field("state", &self.state)
             .finish_non_exhaustive()
+    }
+}
+
+/// The messages buffered in an [`Inbound`], borrowed in place; see
+/// [`Inbound::recv_with`]. Each message taken from the iterator is consumed.
+pub struct Batch<'a, D: DecodeRef> {
+    buf: &'a [u8],
+    pos: usize,
+    decoder: &'a mut D,
+    error: Option<Error>,
+}
+
+impl<'a, D: DecodeRef> Iterator for Batch<'a, D> {
+    type Item = D::Ref<'a>;
+
+    fn next(&mut self) -> Option<D::Ref<'a>> {
+        if self.error.is_some() {
+            return None;
+        }
+        let buf: &'a [u8] = self.buf;
+        match self.decoder.decode_ref(&buf[self.pos..]) {
+            Ok(Some((msg, len))) => {
+                self.pos += len;
+                Some(msg)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.error = Some(Error::decode(e));
+                None
+            }
+        }
+    }
+}
+
+impl<D: DecodeRef> std::fmt::Debug for Batch<'_, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("consumed", &self.pos)
+            .field("buffered", &self.buf.len())
+            .finish()
     }
 }

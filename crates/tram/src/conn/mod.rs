@@ -36,13 +36,13 @@ mod outbound;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-pub use codec::{Decoder, Encoder, FrameCodec, LengthDelimited, LengthError};
+pub use codec::{DecodeRef, Decoder, Encoder, FrameCodec, LengthDelimited, LengthError};
 #[cfg(feature = "json")]
 pub use codec::{JsonError, JsonLines};
 #[cfg(feature = "prost")]
 pub use codec::{ProstCodec, ProstError};
 pub use error::{Error, ErrorKind, TrySendError};
-pub use inbound::Inbound;
+pub use inbound::{Batch, Inbound};
 pub use net::{Listener, TcpConfig, connect};
 pub use outbound::{FlushPolicy, Sender};
 

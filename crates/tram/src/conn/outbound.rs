@@ -202,21 +202,25 @@ impl<E> Sender<E> {
     {
         let mut items = items.into_iter().peekable();
         let mut sent = 0;
-        while items.peek().is_some() {
-            let (n, full) = self.queue_run(&mut items)?;
-            sent += n;
-            if let Some(item) = full {
-                // Full: wait for room for this one, then carry on in runs.
-                self.send(item).await?;
-                sent += 1;
+        loop {
+            sent += self.try_send_iter(&mut items)?;
+            if items.peek().is_none() {
+                return Ok(sent);
             }
+            self.ready().await?;
         }
-        Ok(sent)
     }
 
-    /// Encodes items under one lock until the iterator ends or the queue is
-    /// full; returns how many were queued and the item that did not fit.
-    fn queue_run<T, I>(&self, items: &mut I) -> Result<(usize, Option<T>), Error>
+    /// Queues items from `items` under one lock until the iterator ends or
+    /// the queue is full, and returns how many were queued. It never takes
+    /// an item from the iterator that it cannot queue, so with a
+    /// [`Batch`](super::Batch) the messages left unsent stay buffered.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Closed`], or [`ErrorKind::Encode`] for an item the codec
+    /// rejects (that item is consumed; those before it stay queued).
+    pub fn try_send_iter<T, I>(&self, items: &mut I) -> Result<usize, Error>
     where
         E: Encoder<T>,
         I: Iterator<Item = T>,
@@ -228,13 +232,9 @@ impl<E> Sender<E> {
         }
         let start = st.queue.len();
         let mut n = 0;
-        let mut full = None;
         let mut failed = None;
-        for item in items.by_ref() {
-            if st.queue.len() >= shared.max_queued {
-                full = Some(item);
-                break;
-            }
+        while st.queue.len() < shared.max_queued {
+            let Some(item) = items.next() else { break };
             let before = st.queue.len();
             let State { queue, encoder, .. } = &mut *st;
             if let Err(e) = encoder.encode(item, queue) {
@@ -244,13 +244,41 @@ impl<E> Sender<E> {
             }
             n += 1;
         }
+        if st.queue.len() >= shared.max_queued {
+            st.waiters = true;
+        }
         let end = st.queue.len();
         let then = shared.pushed(&mut st, start, end);
         drop(st);
         self.then(then);
         match failed {
             Some(e) => Err(e),
-            None => Ok((n, full)),
+            None => Ok(n),
+        }
+    }
+
+    /// Waits until the queue has room for at least one more message.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Closed`] if the connection closes.
+    pub async fn ready(&self) -> Result<(), Error> {
+        let shared = &*self.shared;
+        loop {
+            let progress = shared.progress.notified();
+            tokio::pin!(progress);
+            progress.as_mut().enable();
+            {
+                let mut st = shared.state.lock();
+                if st.closed.is_some() {
+                    return Err(Error::closed());
+                }
+                if st.queue.len() < shared.max_queued {
+                    return Ok(());
+                }
+                st.waiters = true;
+            }
+            progress.await;
         }
     }
 

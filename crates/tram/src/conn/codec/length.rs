@@ -2,7 +2,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::{Decoder, Encoder};
+use super::{DecodeRef, Decoder, Encoder};
 
 /// Raw byte messages, each prefixed by its length as a big-endian `u32`.
 ///
@@ -49,11 +49,11 @@ impl Default for LengthDelimited {
     }
 }
 
-impl Decoder for LengthDelimited {
-    type Item = Bytes;
-    type Error = LengthError;
-
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, LengthError> {
+impl LengthDelimited {
+    /// The payload length of the message at the front of `src`, once the
+    /// whole message is there.
+    #[inline]
+    fn complete(&self, src: &[u8]) -> Result<Option<usize>, LengthError> {
         let Some(prefix) = src.first_chunk::<4>() else {
             return Ok(None);
         };
@@ -64,11 +64,33 @@ impl Decoder for LengthDelimited {
                 max: self.max_len,
             });
         }
-        if src.len() < 4 + len {
+        Ok((src.len() >= 4 + len).then_some(len))
+    }
+}
+
+impl Decoder for LengthDelimited {
+    type Item = Bytes;
+    type Error = LengthError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Bytes>, LengthError> {
+        let Some(len) = self.complete(src)? else {
             return Ok(None);
-        }
-        src.advance(4);
-        Ok(Some(src.split_to(len).freeze()))
+        };
+        // Split prefix and payload off together, then skip the prefix on the
+        // frozen handle: a pointer bump, cheaper than advancing the
+        // shared read buffer first.
+        let mut msg = src.split_to(4 + len).freeze();
+        msg.advance(4);
+        Ok(Some(msg))
+    }
+}
+
+impl DecodeRef for LengthDelimited {
+    type Ref<'a> = &'a [u8];
+
+    #[inline]
+    fn decode_ref<'a>(&mut self, src: &'a [u8]) -> Result<Option<(&'a [u8], usize)>, LengthError> {
+        Ok(self.complete(src)?.map(|len| (&src[4..4 + len], 4 + len)))
     }
 }
 

@@ -44,6 +44,25 @@ pub trait Decoder {
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error>;
 }
 
+/// A decoder that can also parse a message in place, borrowed from the
+/// read buffer, for [`Inbound::recv_with`](crate::conn::Inbound::recv_with):
+/// no copy, no allocation and no reference count per message.
+pub trait DecodeRef: Decoder {
+    /// A message borrowed from the buffer.
+    type Ref<'a>;
+
+    /// Parses the message at the front of `src` without consuming it,
+    /// returning it and the number of bytes it spans.
+    ///
+    /// # Errors
+    ///
+    /// As [`Decoder::decode`].
+    fn decode_ref<'a>(
+        &mut self,
+        src: &'a [u8],
+    ) -> Result<Option<(Self::Ref<'a>, usize)>, Self::Error>;
+}
+
 /// Appends messages to a write buffer.
 pub trait Encoder<Item> {
     /// Why a message could not be encoded.

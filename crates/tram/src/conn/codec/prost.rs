@@ -96,8 +96,8 @@ impl<In: prost::Message + Default, Out> Decoder for ProstCodec<In, Out> {
         if src.len() < n + len {
             return Ok(None);
         }
-        src.advance(n);
-        let body = src.split_to(len).freeze();
+        let mut body = src.split_to(n + len).freeze();
+        body.advance(n);
         Ok(Some(In::decode(body)?))
     }
 }
