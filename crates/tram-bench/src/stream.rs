@@ -5,6 +5,8 @@
 //! - `tram`: tram's `conn` layer with the length-delimited codec, both ends:
 //!   messages are handled in place (`Inbound::recv_with`) and queued in runs
 //!   (`Sender::try_send_iter` / `send_all`).
+//! - `tram-owned`: the same, but each message is an owned `Bytes` handle
+//!   (`Inbound::recv_many`), as most applications receive them.
 //! - `floor`: a minimal hand-written tokio echo of the same wire format
 //!   (4-byte big-endian length, then the payload): the server writes back
 //!   each read's complete frames straight from its read buffer, the client
@@ -28,7 +30,7 @@ use crate::harness::{Server, Summary, runtime, self_cpu, si};
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct Args {
     /// Systems to measure, interleaved in each round.
-    #[arg(long, value_delimiter = ',', default_value = "tram,floor")]
+    #[arg(long, value_delimiter = ',', default_value = "tram,tram-owned,floor")]
     systems: Vec<String>,
     /// Payload bytes per message.
     #[arg(long, default_value_t = 16)]
@@ -50,7 +52,7 @@ pub(crate) struct Args {
     workers: usize,
 }
 
-const SYSTEMS: [&str; 2] = ["tram", "floor"];
+const SYSTEMS: [&str; 3] = ["tram", "tram-owned", "floor"];
 
 /// One measurement of one system.
 #[derive(Debug, Clone, Copy)]
@@ -143,10 +145,11 @@ async fn measure(
     let received = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let client = match system {
-        "tram" => tokio::spawn(tram_client(
+        "tram" | "tram-owned" => tokio::spawn(tram_client(
             addr,
             args.size,
             args.window,
+            system == "tram-owned",
             stop.clone(),
             received.clone(),
         )),
@@ -234,6 +237,7 @@ async fn tram_client(
     addr: SocketAddr,
     size: usize,
     window: u64,
+    owned: bool,
     stop: Arc<AtomicBool>,
     received: Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
@@ -258,8 +262,16 @@ async fn tram_client(
             }
         }
     });
-    while let Some(n) = inbound.recv_with(|batch| batch.count()).await {
-        win.arrived(n? as u64, &received);
+    if owned {
+        let mut batch = Vec::with_capacity(1024);
+        while let Some(n) = inbound.recv_many(&mut batch, 1024).await {
+            batch.clear();
+            win.arrived(n? as u64, &received);
+        }
+    } else {
+        while let Some(n) = inbound.recv_with(|batch| batch.count()).await {
+            win.arrived(n? as u64, &received);
+        }
     }
     writer.abort();
     Ok(())
@@ -324,6 +336,7 @@ pub(crate) async fn serve(system: String, listener: TcpListener) -> anyhow::Resu
         stream.set_nodelay(true)?;
         match system.as_str() {
             "tram" => tokio::spawn(tram_echo(stream)),
+            "tram-owned" => tokio::spawn(tram_echo_owned(stream)),
             _ => tokio::spawn(floor_echo(stream)),
         };
     }
@@ -336,6 +349,17 @@ async fn tram_echo(stream: TcpStream) -> anyhow::Result<()> {
     while let Some(queued) = inbound.recv_with(|batch| sender.try_send_iter(batch)).await {
         queued??;
         sender.ready().await?;
+    }
+    Ok(())
+}
+
+async fn tram_echo_owned(stream: TcpStream) -> anyhow::Result<()> {
+    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    // One owned `Bytes` per message, echoed in runs under one queue lock.
+    let mut batch = Vec::with_capacity(1024);
+    while let Some(n) = inbound.recv_many(&mut batch, 1024).await {
+        n?;
+        sender.send_all(batch.drain(..)).await?;
     }
     Ok(())
 }

@@ -163,12 +163,41 @@ fn decode_body(
     header_len: usize,
     body_len: usize,
 ) -> Result<Frame, Error> {
-    // Validate on a borrowed view first; only a valid frame is split off.
+    // Validate on a borrowed view first; only a valid frame is consumed.
     let view = &src[header_len..header_len + body_len];
     let parsed = parse(ty, fl, view)?;
     src.advance(header_len);
-    let body = src.split_to(body_len).freeze();
-    Ok(parsed.into_frame(&body))
+    let mut body = Body {
+        src,
+        pos: 0,
+        len: body_len,
+    };
+    let frame = parsed.into_frame(&mut body);
+    body.finish();
+    Ok(frame)
+}
+
+/// A valid frame body at the front of the read buffer, from which payload
+/// ranges (in increasing order) are split off as `Bytes`: one reference
+/// count per payload, and none for frames without payloads.
+struct Body<'a> {
+    src: &'a mut BytesMut,
+    /// Body bytes consumed so far.
+    pos: usize,
+    len: usize,
+}
+
+impl Body<'_> {
+    fn take(&mut self, range: Range) -> Bytes {
+        debug_assert!(range.start >= self.pos && range.end <= self.len);
+        self.src.advance(range.start - self.pos);
+        self.pos = range.end;
+        self.src.split_to(range.end - range.start).freeze()
+    }
+
+    fn finish(self) {
+        self.src.advance(self.len - self.pos);
+    }
 }
 
 /// A frame parsed from a borrowed body: byte fields are ranges into it, so
@@ -208,9 +237,9 @@ enum Parsed {
 type Range = std::ops::Range<usize>;
 
 impl Parsed {
-    fn into_frame(self, body: &Bytes) -> Frame {
+    fn into_frame(self, body: &mut Body<'_>) -> Frame {
         // Metadata ranges were validated during parsing.
-        let md = |r: Range| Metadata::from_validated(body.slice(r));
+        let md = |body: &mut Body<'_>, r: Range| Metadata::from_validated(body.take(r));
         match self {
             Parsed::Settings(s) => Frame::Settings(s),
             Parsed::Bind { method, name } => Frame::Bind(Bind { method, name }),
@@ -221,14 +250,18 @@ impl Parsed {
                 timeout_micros,
                 metadata,
                 message,
-            } => Frame::Call(Call {
-                call,
-                method,
-                end_stream,
-                timeout_micros,
-                metadata: metadata.map(md),
-                message: message.map(|r| body.slice(r)),
-            }),
+            } => {
+                // In wire order: metadata before the message.
+                let metadata = metadata.map(|r| md(body, r));
+                Frame::Call(Call {
+                    call,
+                    method,
+                    end_stream,
+                    timeout_micros,
+                    metadata,
+                    message: message.map(|r| body.take(r)),
+                })
+            }
             Parsed::Message {
                 call,
                 end_stream,
@@ -236,7 +269,7 @@ impl Parsed {
             } => Frame::Message(Message {
                 call,
                 end_stream,
-                payload: body.slice(payload),
+                payload: body.take(payload),
             }),
             Parsed::End {
                 call,
@@ -244,13 +277,17 @@ impl Parsed {
                 message,
                 details,
                 trailers,
-            } => Frame::End(End {
-                call,
-                code,
-                message,
-                details: details.map(|r| body.slice(r)),
-                trailers: trailers.map(md),
-            }),
+            } => {
+                // In wire order: details before trailers.
+                let details = details.map(|r| body.take(r));
+                Frame::End(End {
+                    call,
+                    code,
+                    message,
+                    details,
+                    trailers: trailers.map(|r| md(body, r)),
+                })
+            }
             Parsed::Cancel(c) => Frame::Cancel(c),
             Parsed::Credit(c) => Frame::Credit(c),
             Parsed::Ping(p) => Frame::Ping(p),

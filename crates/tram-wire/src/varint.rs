@@ -29,11 +29,20 @@ pub const fn encoded_len(value: u64) -> usize {
 /// Appends `value` as a varint.
 #[inline]
 pub fn put<B: BufMut + ?Sized>(dst: &mut B, mut value: u64) {
-    while value >= 0x80 {
-        dst.put_u8((value as u8) | 0x80);
-        value >>= 7;
+    if value < 0x80 {
+        dst.put_u8(value as u8);
+        return;
     }
-    dst.put_u8(value as u8);
+    // Build it on the stack and copy once: one bounds check, not one per byte.
+    let mut buf = [0u8; MAX_LEN];
+    let mut n = 0;
+    while value >= 0x80 {
+        buf[n] = (value as u8) | 0x80;
+        value >>= 7;
+        n += 1;
+    }
+    buf[n] = value as u8;
+    dst.put_slice(&buf[..=n]);
 }
 
 /// Reads a varint from the front of `src`, returning it and its length, or
