@@ -310,3 +310,32 @@ async fn try_send_iter_never_takes_an_item_it_cannot_queue() {
     within(5, "flush", sender.flush()).await.unwrap();
     assert_eq!(sender.queued_bytes(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cork_holds_writes_until_the_last_guard_drops() {
+    let (addr, accept) = silent_peer().await;
+    let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+    let mut peer = accept.await.unwrap();
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let outer = sender.cork();
+    let inner = sender.cork();
+    for i in 0..10u8 {
+        sender.send([i]).await.unwrap();
+    }
+    // Under Immediate these would have been written at once; corked, they wait.
+    assert_eq!(sender.queued_bytes(), 50);
+    drop(inner);
+    assert_eq!(sender.queued_bytes(), 50, "still corked by the outer guard");
+    drop(outer);
+    assert_eq!(sender.queued_bytes(), 0, "uncorking writes the queue");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while got.len() < 50 {
+        let n = within(5, "corked bytes arrive", peer.read(&mut buf))
+            .await
+            .unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    let expected: Vec<u8> = (0..10u8).flat_map(|i| [0, 0, 0, 1, i]).collect();
+    assert_eq!(got, expected);
+}

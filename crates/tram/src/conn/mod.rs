@@ -44,7 +44,7 @@ pub use codec::{ProstCodec, ProstError};
 pub use error::{Error, ErrorKind, TrySendError};
 pub use inbound::{Batch, Inbound};
 pub use net::{Listener, TcpConfig, connect};
-pub use outbound::{FlushPolicy, Sender};
+pub use outbound::{Cork, FlushPolicy, Sender};
 
 /// Buffer sizes, bounds and the flush policy of a connection.
 #[derive(Debug, Clone, Copy)]

@@ -99,6 +99,8 @@ struct State<E> {
     waiters: bool,
     /// The connection can no longer send.
     closed: Option<ErrorKind>,
+    /// Live [`Cork`] guards: while any, senders only queue.
+    corked: usize,
 }
 
 /// What a sender does after queueing, once the lock is released.
@@ -319,6 +321,18 @@ impl<E> Sender<E> {
         }
     }
 
+    /// Holds writes back until the guard drops: messages queued meanwhile,
+    /// by this task or any other, go out together in one write when the
+    /// last guard is dropped. For a task that produces many messages in a
+    /// burst (answering every request of one read, say), so that the burst
+    /// costs one system call instead of one per message. Only
+    /// [`FlushPolicy::Immediate`] writes early, so only it is affected;
+    /// a queue at its byte bound is written regardless.
+    pub fn cork(&self) -> Cork<'_, E> {
+        self.shared.state.lock().corked += 1;
+        Cork { sender: self }
+    }
+
     /// Bytes queued and not yet taken by a writer.
     pub fn queued_bytes(&self) -> usize {
         self.shared.state.lock().queue.len()
@@ -335,6 +349,33 @@ impl<E> Sender<E> {
             Then::WakeWriter => self.shared.wake_writer.notify_one(),
             Then::WriteInline(pipe) => self.shared.write_inline(pipe),
         }
+    }
+}
+
+/// Holds a [`Sender`]'s writes back while alive; see [`Sender::cork`].
+#[must_use = "writes are held back only while the guard lives"]
+pub struct Cork<'a, E> {
+    sender: &'a Sender<E>,
+}
+
+impl<E> Drop for Cork<'_, E> {
+    fn drop(&mut self) {
+        let shared = &*self.sender.shared;
+        let mut st = shared.state.lock();
+        st.corked -= 1;
+        let then = if st.corked == 0 && shared.policy == FlushPolicy::Immediate {
+            shared.take_for_inline(&mut st)
+        } else {
+            Then::Nothing
+        };
+        drop(st);
+        self.sender.then(then);
+    }
+}
+
+impl<E> std::fmt::Debug for Cork<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cork").finish_non_exhaustive()
     }
 }
 
@@ -383,18 +424,16 @@ impl<E> Shared<E> {
             st.oldest = Some(Instant::now());
         }
         match self.policy {
-            FlushPolicy::Immediate => {
-                // Nobody writing and nothing left over: write it ourselves.
-                // Otherwise whoever holds the pipe picks these bytes up.
-                match st.pipe.take_if(|p| p.out.is_empty()) {
-                    Some(mut pipe) => {
-                        std::mem::swap(&mut st.queue, &mut pipe.out);
-                        st.oldest = None;
-                        Then::WriteInline(pipe)
-                    }
-                    None => Then::Nothing,
+            FlushPolicy::Immediate if st.corked > 0 => {
+                // Corked: hold the bytes for the uncork, unless the queue is
+                // at its bound, which the writer task relieves.
+                if after >= self.max_queued && std::mem::replace(&mut st.writer_idle, false) {
+                    Then::WakeWriter
+                } else {
+                    Then::Nothing
                 }
             }
+            FlushPolicy::Immediate => self.take_for_inline(st),
             FlushPolicy::Linger { max_bytes, .. } => {
                 let train_full = before < max_bytes && after >= max_bytes;
                 if st.writer_idle && (before == 0 || train_full) {
@@ -414,6 +453,23 @@ impl<E> Shared<E> {
                     Then::Nothing
                 }
             }
+        }
+    }
+
+    /// Under the lock: if nobody is writing and nothing is left over, takes
+    /// the pipe with the queue in it, for the caller to write inline.
+    /// Otherwise whoever holds the pipe picks the queued bytes up.
+    fn take_for_inline(&self, st: &mut State<E>) -> Then {
+        if st.queue.is_empty() {
+            return Then::Nothing;
+        }
+        match st.pipe.take_if(|p| p.out.is_empty()) {
+            Some(mut pipe) => {
+                std::mem::swap(&mut st.queue, &mut pipe.out);
+                st.oldest = None;
+                Then::WriteInline(pipe)
+            }
+            None => Then::Nothing,
         }
     }
 
@@ -544,6 +600,7 @@ where
             flush_requested: false,
             waiters: false,
             closed: None,
+            corked: 0,
         }),
         wake_writer: Notify::new(),
         progress: Notify::new(),
