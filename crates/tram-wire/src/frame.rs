@@ -137,6 +137,12 @@ pub struct Call {
 }
 
 impl Call {
+    /// The body length of this CALL frame carrying a message of
+    /// `message_len` bytes (`None`: no message); `self.message` is ignored.
+    pub fn body_len(&self, message_len: Option<usize>) -> usize {
+        call_body_len(self, message_len)
+    }
+
     /// The timeout as a duration.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout_micros.map(Duration::from_micros)

@@ -39,7 +39,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub use codec::{DecodeRef, Decoder, Encoder, FrameCodec, LengthDelimited, LengthError};
 #[cfg(feature = "json")]
 pub use codec::{JsonError, JsonLines};
-#[cfg(feature = "prost")]
 pub use codec::{ProstCodec, ProstError};
 pub use error::{Error, ErrorKind, TrySendError};
 pub use inbound::{Batch, Inbound};

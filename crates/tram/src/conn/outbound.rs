@@ -333,6 +333,36 @@ impl<E> Sender<E> {
         Cork { sender: self }
     }
 
+    /// Runs `f` on the encoder, under the queue lock (for state the encoder
+    /// keeps, such as limits learned from the peer).
+    pub(crate) fn with_encoder<R>(&self, f: impl FnOnce(&mut E) -> R) -> R {
+        f(&mut self.shared.state.lock().encoder)
+    }
+
+    /// Queues `item` even past the byte bound: for small control frames
+    /// (cancel, end, credit) that must not wait behind the data they govern.
+    pub(crate) fn force_send<T>(&self, item: T) -> Result<(), Error>
+    where
+        E: Encoder<T>,
+    {
+        let shared = &*self.shared;
+        let mut st = shared.state.lock();
+        if st.closed.is_some() {
+            return Err(Error::closed());
+        }
+        let before = st.queue.len();
+        let State { queue, encoder, .. } = &mut *st;
+        if let Err(e) = encoder.encode(item, queue) {
+            st.queue.truncate(before);
+            return Err(Error::encode(e));
+        }
+        let after = st.queue.len();
+        let then = shared.pushed(&mut st, before, after);
+        drop(st);
+        self.then(then);
+        Ok(())
+    }
+
     /// Bytes queued and not yet taken by a writer.
     pub fn queued_bytes(&self) -> usize {
         self.shared.state.lock().queue.len()

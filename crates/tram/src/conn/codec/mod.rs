@@ -8,7 +8,7 @@
 //! make it grow without limit.
 //!
 //! Shipped codecs: [`LengthDelimited`] (raw bytes with a 4-byte length),
-//! [`ProstCodec`] (length-delimited protobuf, feature `prost`),
+//! [`ProstCodec`] (length-delimited protobuf),
 //! [`JsonLines`] (newline-separated JSON, feature `json`), and
 //! [`FrameCodec`] (tram protocol frames).
 
@@ -18,14 +18,12 @@ mod frame;
 #[cfg(feature = "json")]
 mod json;
 mod length;
-#[cfg(feature = "prost")]
 mod prost;
 
 pub use frame::FrameCodec;
 #[cfg(feature = "json")]
 pub use json::{JsonError, JsonLines};
 pub use length::{LengthDelimited, LengthError};
-#[cfg(feature = "prost")]
 pub use prost::{ProstCodec, ProstError};
 
 /// Turns the front of a read buffer into messages.

@@ -1,0 +1,926 @@
+//! The client: [`Channel`], its connections, and calls.
+//!
+//! A connection's calls live in a slab whose keys are the call ids, so ids
+//! are reused lowest-first as PROTOCOL.md asks. A unary call keeps its
+//! state inline in the slab (no allocation per call); streaming calls share
+//! a `CallShared` with their handles. One reader task per connection routes
+//! frames to calls; sending happens on the caller's task, through the
+//! connection's outbound queue.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use slab::Slab;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tram_wire::{Call, CallId, Cancel, Code, End, Frame, Metadata, Ping, Settings};
+
+use super::codec::{Hello, Open, RpcDecoder, RpcEncoder};
+use super::stream::{CallShared, Streaming, send_message};
+use super::{Request, Response, Status};
+use crate::conn::{self, Connection, Sender, TcpConfig};
+
+/// How a [`Channel`] connects and behaves.
+#[derive(Debug, Clone)]
+pub struct ChannelConfig {
+    /// Connections to open and spread calls over, least loaded first
+    /// (default 1).
+    pub pool_size: usize,
+    /// Limit for one connection attempt, name resolution included
+    /// (default 5 s).
+    pub connect_timeout: Duration,
+    /// Delay after the first failed attempt; doubles per failure, with
+    /// ±20% jitter (default 100 ms).
+    pub backoff_base: Duration,
+    /// Largest delay between attempts (default 10 s).
+    pub backoff_max: Duration,
+    /// When a connection is at the server's `max_concurrent_calls`: wait
+    /// for a slot (`true`, default) or fail with `RESOURCE_EXHAUSTED`.
+    pub wait_for_capacity: bool,
+    /// Limits this client announces (its receive side).
+    pub settings: Settings,
+    /// Socket options.
+    pub tcp: TcpConfig,
+    /// Message-stream options (buffer sizes, outbound bound).
+    pub conn: conn::Config,
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        ChannelConfig {
+            pool_size: 1,
+            connect_timeout: Duration::from_secs(5),
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(10),
+            wait_for_capacity: true,
+            settings: Settings::DEFAULT,
+            tcp: TcpConfig::default(),
+            conn: conn::Config::default(),
+        }
+    }
+}
+
+/// A client for one server address: cheap to clone, shared by any number of
+/// tasks. Connects on the first call, reconnects after a failure (with
+/// exponential backoff and jitter; calls made while waiting to retry fail at
+/// once with `UNAVAILABLE`), and fails every call in flight with
+/// `UNAVAILABLE` when its connection is lost. Calls are never retried.
+#[derive(Clone)]
+pub struct Channel {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    target: String,
+    config: ChannelConfig,
+    slots: Vec<Slot>,
+}
+
+struct Slot {
+    conn: RwLock<Option<Arc<ClientConn>>>,
+    connecting: tokio::sync::Mutex<Backoff>,
+}
+
+#[derive(Default)]
+struct Backoff {
+    failures: u32,
+    next_attempt: Option<Instant>,
+    seed: u64,
+}
+
+impl Backoff {
+    fn failed(&mut self, base: Duration, max: Duration) {
+        let exp = base.saturating_mul(1u32 << self.failures.min(20));
+        let delay = exp.min(max);
+        // xorshift: jitter needs spread, not cryptographic quality.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let factor = 0.8 + (self.seed % 1000) as f64 / 2500.0;
+        self.next_attempt = Some(Instant::now() + delay.mul_f64(factor));
+        self.failures += 1;
+    }
+}
+
+impl Channel {
+    /// A channel to `target` (`host:port`), with default settings.
+    /// Nothing happens until the first call.
+    pub fn new(target: impl Into<String>) -> Channel {
+        Channel::with_config(target, ChannelConfig::default())
+    }
+
+    /// A channel with explicit settings.
+    pub fn with_config(target: impl Into<String>, config: ChannelConfig) -> Channel {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
+            | 1;
+        let slots = (0..config.pool_size.max(1))
+            .map(|i| Slot {
+                conn: RwLock::new(None),
+                connecting: tokio::sync::Mutex::new(Backoff {
+                    seed: seed.wrapping_mul(i as u64 + 1),
+                    ..Backoff::default()
+                }),
+            })
+            .collect();
+        Channel {
+            inner: Arc::new(Inner {
+                target: target.into(),
+                config,
+                slots,
+            }),
+        }
+    }
+
+    /// A unary call.
+    ///
+    /// # Errors
+    ///
+    /// The server's status, or a local one: `UNAVAILABLE` (no connection),
+    /// `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED` (message too large for the
+    /// server, or no capacity), `INTERNAL` (response does not decode).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future cancels the call on the server.
+    pub async fn unary<Req, Resp>(
+        &self,
+        path: &str,
+        request: Request<Req>,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let (msg, metadata, timeout) = request.into_parts();
+        let conn = self.connection().await?;
+        let work = async {
+            let mut call = conn
+                .open(path, Some(&msg), metadata, timeout, true, None)
+                .await?;
+            let (body, trailers) = std::future::poll_fn(|cx| conn.poll_unary(call.id, cx)).await?;
+            call.done = true;
+            let resp = Resp::decode(body)
+                .map_err(|e| Status::internal(format!("response does not decode: {e}")))?;
+            Ok(Response::new(resp).with_trailers(trailers))
+        };
+        with_timeout(timeout, work).await
+    }
+
+    /// A server-streaming call: one request, a stream of responses.
+    ///
+    /// # Errors
+    ///
+    /// As [`Channel::unary`], for opening the call; the stream carries the
+    /// rest.
+    pub async fn server_streaming<Req, Resp>(
+        &self,
+        path: &str,
+        request: Request<Req>,
+    ) -> Result<ResponseStream<Resp>, Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let (msg, metadata, timeout) = request.into_parts();
+        let conn = self.connection().await?;
+        let shared = conn.new_shared();
+        let call = with_timeout(
+            timeout,
+            conn.open(
+                path,
+                Some(&msg),
+                metadata,
+                timeout,
+                true,
+                Some(shared.clone()),
+            ),
+        )
+        .await?;
+        Ok(conn.response_stream(call, shared))
+    }
+
+    /// A client-streaming call: send requests with the sink, then
+    /// [`RequestSink::finish`] for the response. The request's message is
+    /// unused (only its metadata and timeout count).
+    ///
+    /// # Errors
+    ///
+    /// As [`Channel::unary`], for opening the call.
+    pub async fn client_streaming<Req, Resp>(
+        &self,
+        path: &str,
+        request: Request<()>,
+    ) -> Result<RequestSink<Req, Resp>, Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let (sink, responses) = self.bidi_streaming(path, request).await?;
+        Ok(RequestSink {
+            responses: Some(responses),
+            ..sink
+        })
+    }
+
+    /// A bidirectional call: a sink for requests and a stream of responses.
+    /// The request's message is unused (only its metadata and timeout
+    /// count).
+    ///
+    /// # Errors
+    ///
+    /// As [`Channel::unary`], for opening the call.
+    pub async fn bidi_streaming<Req, Resp>(
+        &self,
+        path: &str,
+        request: Request<()>,
+    ) -> Result<(RequestSink<Req, Resp>, ResponseStream<Resp>), Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let ((), metadata, timeout) = request.into_parts();
+        let conn = self.connection().await?;
+        let shared = conn.new_shared();
+        let call = with_timeout(
+            timeout,
+            conn.open::<Req>(path, None, metadata, timeout, false, Some(shared.clone())),
+        )
+        .await?;
+        let id = call.id;
+        let guard = Arc::new(Mutex::new(call));
+        let sink = RequestSink {
+            conn: conn.clone(),
+            shared: shared.clone(),
+            id,
+            guard: guard.clone(),
+            closed: false,
+            responses: None,
+            _types: PhantomData,
+        };
+        let stream = Streaming::new(shared, conn.out.clone(), id, Some(Box::new(guard)));
+        Ok((sink, ResponseStream { inner: stream }))
+    }
+
+    /// The least loaded usable connection, connecting if needed.
+    async fn connection(&self) -> Result<Arc<ClientConn>, Status> {
+        let inner = &*self.inner;
+        let mut best: Option<(usize, Arc<ClientConn>)> = None;
+        let mut empty = None;
+        for (i, slot) in inner.slots.iter().enumerate() {
+            match slot.conn.read().as_ref() {
+                Some(c) if c.usable() => {
+                    let load = c.in_flight.load(Ordering::Relaxed);
+                    if best.as_ref().is_none_or(|(l, _)| load < *l) {
+                        best = Some((load, c.clone()));
+                    }
+                }
+                _ => {
+                    empty.get_or_insert(i);
+                }
+            }
+        }
+        match (best, empty) {
+            // An idle connection is as good as a new one.
+            (Some((0, c)), _) | (Some((_, c)), None) => Ok(c),
+            (_, Some(i)) => self.connect_slot(i).await,
+            (None, None) => Err(Status::unavailable("no connection")),
+        }
+    }
+
+    async fn connect_slot(&self, i: usize) -> Result<Arc<ClientConn>, Status> {
+        let inner = &*self.inner;
+        let slot = &inner.slots[i];
+        let mut backoff = slot.connecting.lock().await;
+        if let Some(c) = slot.conn.read().as_ref().filter(|c| c.usable()) {
+            return Ok(c.clone());
+        }
+        if let Some(at) = backoff.next_attempt {
+            if Instant::now() < at {
+                return Err(Status::unavailable(format!(
+                    "{}: connection lost, next attempt in {:?}",
+                    inner.target,
+                    at - Instant::now()
+                )));
+            }
+        }
+        let cfg = &inner.config;
+        let attempt =
+            tokio::time::timeout(cfg.connect_timeout, ClientConn::connect(&inner.target, cfg))
+                .await;
+        match attempt {
+            Ok(Ok(conn)) => {
+                *backoff = Backoff {
+                    seed: backoff.seed,
+                    ..Backoff::default()
+                };
+                *slot.conn.write() = Some(conn.clone());
+                Ok(conn)
+            }
+            Ok(Err(e)) => {
+                backoff.failed(cfg.backoff_base, cfg.backoff_max);
+                Err(Status::unavailable(format!(
+                    "connecting to {}: {e}",
+                    inner.target
+                )))
+            }
+            Err(_) => {
+                backoff.failed(cfg.backoff_base, cfg.backoff_max);
+                Err(Status::unavailable(format!(
+                    "connecting to {}: timed out",
+                    inner.target
+                )))
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("target", &self.inner.target)
+            .finish_non_exhaustive()
+    }
+}
+
+async fn with_timeout<T>(
+    timeout: Option<Duration>,
+    fut: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    match timeout {
+        None => fut.await,
+        Some(t) => tokio::time::timeout(t, fut)
+            .await
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded("deadline exceeded"))),
+    }
+}
+
+/// One connection's client side.
+pub(crate) struct ClientConn {
+    out: Sender<RpcEncoder>,
+    calls: Mutex<Calls>,
+    in_flight: AtomicUsize,
+    capacity: Notify,
+    window: u32,
+    wait_for_capacity: bool,
+}
+
+struct Calls {
+    slab: Slab<Entry>,
+    /// Why the connection cannot take new calls.
+    broken: Option<Status>,
+    peer: Settings,
+}
+
+struct Entry {
+    state: State,
+    /// The client may still send (we have not closed our direction).
+    client_open: bool,
+    server_done: bool,
+    /// The caller is gone; free the entry when the call is closed.
+    abandoned: bool,
+}
+
+enum State {
+    Unary {
+        body: Option<Bytes>,
+        end: Option<Result<Metadata, Status>>,
+        waker: Option<Waker>,
+    },
+    Stream(Arc<CallShared>),
+}
+
+/// A protocol violation by the server.
+struct Broken(String);
+
+impl ClientConn {
+    async fn connect(target: &str, cfg: &ChannelConfig) -> std::io::Result<Arc<ClientConn>> {
+        let stream = conn::connect(target, &cfg.tcp).await?;
+        let (read, write) = stream.into_split();
+        let max_frame = cfg.settings.max_frame_size;
+        let (mut inbound, out) = Connection::from_parts(
+            read,
+            write,
+            RpcDecoder::new(max_frame),
+            RpcEncoder::new(),
+            cfg.conn
+                .max_frame_len(max_frame as usize + tram_wire::MAX_HEADER_LEN),
+        );
+        out.force_send(Hello(cfg.settings))
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let conn = Arc::new(ClientConn {
+            out,
+            calls: Mutex::new(Calls {
+                slab: Slab::new(),
+                broken: None,
+                peer: Settings::DEFAULT,
+            }),
+            in_flight: AtomicUsize::new(0),
+            capacity: Notify::new(),
+            window: cfg.settings.initial_credit,
+            wait_for_capacity: cfg.wait_for_capacity,
+        });
+        let reader = conn.clone();
+        tokio::spawn(async move {
+            let why = reader.read_loop(&mut inbound).await;
+            reader.fail_all(why);
+        });
+        Ok(conn)
+    }
+
+    fn usable(&self) -> bool {
+        self.calls.lock().broken.is_none()
+    }
+
+    fn new_shared(&self) -> Arc<CallShared> {
+        let peer = self.calls.lock().peer;
+        CallShared::new(self.window, peer.initial_credit)
+    }
+
+    /// Registers a call and sends its CALL frame.
+    async fn open<M: prost::Message>(
+        self: &Arc<Self>,
+        path: &str,
+        msg: Option<&M>,
+        metadata: Metadata,
+        timeout: Option<Duration>,
+        end_stream: bool,
+        shared: Option<Arc<CallShared>>,
+    ) -> Result<CallHandle, Status> {
+        let id = loop {
+            let notified = self.capacity.notified();
+            {
+                let mut calls = self.calls.lock();
+                if let Some(s) = &calls.broken {
+                    return Err(s.clone());
+                }
+                if calls.slab.len() < calls.peer.max_concurrent_calls as usize {
+                    let state = match &shared {
+                        Some(s) => State::Stream(s.clone()),
+                        None => State::Unary {
+                            body: None,
+                            end: None,
+                            waker: None,
+                        },
+                    };
+                    let id = calls.slab.insert(Entry {
+                        state,
+                        client_open: !end_stream,
+                        server_done: false,
+                        abandoned: false,
+                    });
+                    break id as CallId;
+                }
+                if !self.wait_for_capacity {
+                    return Err(Status::resource_exhausted(
+                        "connection at the server's max_concurrent_calls",
+                    ));
+                }
+            }
+            notified.await;
+        };
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let mut handle = CallHandle {
+            conn: self.clone(),
+            id,
+            sent: false,
+            done: false,
+            cancel_code: Cell::new(Code::Cancelled),
+        };
+        let head = Call {
+            call: id,
+            method: 0,
+            end_stream,
+            timeout_micros: timeout.map(|t| t.as_micros().min(u128::from(u64::MAX)) as u64),
+            metadata: (!metadata.is_empty()).then_some(metadata),
+            message: None,
+        };
+        match self.out.send(Open { path, head, msg }).await {
+            Ok(()) => {
+                handle.sent = true;
+                Ok(handle)
+            }
+            Err(e) if e.kind() == conn::ErrorKind::Encode => {
+                Err(Status::resource_exhausted(format!("request not sent: {e}")))
+            }
+            Err(_) => Err(self.broken_status()),
+        }
+    }
+
+    fn broken_status(&self) -> Status {
+        self.calls
+            .lock()
+            .broken
+            .clone()
+            .unwrap_or_else(|| Status::unavailable("connection closed"))
+    }
+
+    fn poll_unary(
+        &self,
+        id: CallId,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(Bytes, Metadata), Status>> {
+        let mut calls = self.calls.lock();
+        let Some(entry) = calls.slab.get_mut(id as usize) else {
+            return Poll::Ready(Err(Status::internal("call vanished")));
+        };
+        let State::Unary { body, end, waker } = &mut entry.state else {
+            return Poll::Ready(Err(Status::internal("not a unary call")));
+        };
+        match end.take() {
+            Some(Ok(trailers)) => Poll::Ready(
+                body.take()
+                    .map(|b| (b, trailers))
+                    .ok_or_else(|| Status::internal("call ended without a response message")),
+            ),
+            Some(Err(s)) => Poll::Ready(Err(s)),
+            None => {
+                if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn response_stream<Resp>(
+        self: &Arc<Self>,
+        call: CallHandle,
+        shared: Arc<CallShared>,
+    ) -> ResponseStream<Resp> {
+        let id = call.id;
+        ResponseStream {
+            inner: Streaming::new(
+                shared,
+                self.out.clone(),
+                id,
+                Some(Box::new(Mutex::new(call))),
+            ),
+        }
+    }
+
+    /// The caller is done with call `id`, finished or not.
+    fn release(&self, id: CallId, sent: bool, code: Code) {
+        let mut calls = self.calls.lock();
+        let Some(entry) = calls.slab.get_mut(id as usize) else {
+            return;
+        };
+        if sent && (!entry.server_done || entry.client_open) {
+            // Still open on the wire: cancel; the entry goes when the
+            // server's END arrives (PROTOCOL.md §6.1).
+            if !entry.server_done || entry.client_open {
+                let _ = self
+                    .out
+                    .force_send(Frame::Cancel(Cancel { call: id, code }));
+            }
+            entry.client_open = false;
+            entry.abandoned = true;
+            if let State::Stream(s) = &entry.state {
+                s.abort(Status::cancelled("call dropped"));
+            }
+            if entry.server_done || calls.broken.is_some() {
+                self.free(&mut calls, id);
+            }
+        } else {
+            self.free(&mut calls, id);
+        }
+    }
+
+    fn free(&self, calls: &mut Calls, id: CallId) {
+        if calls.slab.try_remove(id as usize).is_some() {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.capacity.notify_one();
+        }
+    }
+
+    async fn read_loop(
+        &self,
+        inbound: &mut conn::Inbound<tokio::net::tcp::OwnedReadHalf, RpcDecoder>,
+    ) -> Status {
+        let mut settled = false;
+        loop {
+            let frame = match inbound.recv().await {
+                Some(Ok(f)) => f,
+                Some(Err(e)) if e.kind() == conn::ErrorKind::Decode => {
+                    return self.violation(Broken(format!("bad frame from server: {e}")));
+                }
+                Some(Err(e)) => return Status::unavailable(format!("connection lost: {e}")),
+                None => return Status::unavailable("connection closed by the server"),
+            };
+            if !settled {
+                let Frame::Settings(s) = frame else {
+                    return self.violation(Broken("first frame is not SETTINGS".into()));
+                };
+                self.calls.lock().peer = s;
+                self.out.with_encoder(|e| e.set_peer(s));
+                self.capacity.notify_waiters();
+                settled = true;
+                continue;
+            }
+            if let Err(b) = self.on_frame(frame) {
+                return self.violation(b);
+            }
+        }
+    }
+
+    fn violation(&self, b: Broken) -> Status {
+        tracing::info!("closing connection: {}", b.0);
+        let _ = self.out.force_send(Frame::GoAway(tram_wire::GoAway {
+            last_call_seq: 0,
+            reason: tram_wire::Reason::PROTOCOL_ERROR,
+            message: b.0.clone(),
+        }));
+        Status::internal(format!("protocol error: {}", b.0))
+    }
+
+    fn on_frame(&self, frame: Frame) -> Result<(), Broken> {
+        let mut calls = self.calls.lock();
+        match frame {
+            Frame::Message(m) => {
+                let entry = calls
+                    .slab
+                    .get_mut(m.call as usize)
+                    .filter(|e| !e.server_done)
+                    .ok_or_else(|| Broken(format!("MESSAGE on call {} not open", m.call)))?;
+                match &mut entry.state {
+                    State::Unary { body, end, waker } => {
+                        if body.is_some() || !m.end_stream {
+                            // Unary responses are MESSAGE+END_STREAM, or
+                            // MESSAGE then END with trailers.
+                            if body.is_some() {
+                                return Err(Broken(format!(
+                                    "two responses on unary call {}",
+                                    m.call
+                                )));
+                            }
+                        }
+                        *body = Some(m.payload);
+                        if m.end_stream {
+                            *end = Some(Ok(Metadata::new()));
+                            entry.server_done = true;
+                            if let Some(w) = waker.take() {
+                                w.wake();
+                            }
+                        }
+                    }
+                    State::Stream(s) => {
+                        s.push(m.payload).map_err(|_| {
+                            Broken(format!("MESSAGE without credit on call {}", m.call))
+                        })?;
+                        if m.end_stream {
+                            s.close_inbox(Ok(()));
+                            entry.server_done = true;
+                        }
+                    }
+                }
+                if m.end_stream {
+                    self.ended(&mut calls, m.call);
+                }
+                Ok(())
+            }
+            Frame::End(e) => {
+                let id = e.call;
+                let entry = calls
+                    .slab
+                    .get_mut(id as usize)
+                    .filter(|e| !e.server_done)
+                    .ok_or_else(|| Broken(format!("END on call {id} not open")))?;
+                entry.server_done = true;
+                let outcome = if e.code == Code::Ok {
+                    Ok(e.trailers.unwrap_or_default())
+                } else {
+                    Err(Status::from_wire(e))
+                };
+                match &mut entry.state {
+                    State::Unary { end, waker, .. } => {
+                        *end = Some(outcome);
+                        if let Some(w) = waker.take() {
+                            w.wake();
+                        }
+                    }
+                    State::Stream(s) => match outcome {
+                        Ok(_) => {
+                            s.close_inbox(Ok(()));
+                            s.abort(Status::new(Code::Ok, "call ended by the server"));
+                        }
+                        Err(status) => s.abort(status),
+                    },
+                }
+                if entry.client_open {
+                    // The server ended first: close our direction too.
+                    entry.client_open = false;
+                    let _ = self.out.force_send(Frame::Cancel(Cancel {
+                        call: id,
+                        code: Code::Cancelled,
+                    }));
+                }
+                self.ended(&mut calls, id);
+                Ok(())
+            }
+            Frame::Credit(c) => {
+                if let Some(Entry {
+                    state: State::Stream(s),
+                    ..
+                }) = calls.slab.get(c.call as usize)
+                {
+                    s.add_credit(c.n)
+                        .map_err(|_| Broken(format!("credit overflow on call {}", c.call)))?;
+                }
+                Ok(())
+            }
+            Frame::Ping(p) => {
+                if !p.ack {
+                    let _ = self.out.force_send(Frame::Ping(Ping {
+                        ack: true,
+                        payload: p.payload,
+                    }));
+                }
+                Ok(())
+            }
+            Frame::GoAway(g) => {
+                // No new calls here; calls in flight finish or fail when the
+                // connection closes.
+                calls.broken = Some(Status::unavailable(format!(
+                    "server going away: {}",
+                    g.message
+                )));
+                Ok(())
+            }
+            Frame::Settings(_) => Err(Broken("second SETTINGS".into())),
+            other => Err(Broken(format!(
+                "{:?} frame from the server",
+                other.frame_type()
+            ))),
+        }
+    }
+
+    /// The server's direction of `id` ended: free it if the caller is gone.
+    fn ended(&self, calls: &mut Calls, id: CallId) {
+        if let Some(e) = calls.slab.get(id as usize) {
+            if e.abandoned && !e.client_open {
+                self.free(calls, id);
+            }
+        }
+    }
+
+    fn fail_all(&self, why: Status) {
+        let mut calls = self.calls.lock();
+        calls.broken = Some(why.clone());
+        let mut gone = Vec::new();
+        for (id, entry) in calls.slab.iter_mut() {
+            entry.server_done = true;
+            entry.client_open = false;
+            match &mut entry.state {
+                State::Unary { end, waker, .. } => {
+                    end.get_or_insert_with(|| Err(why.clone()));
+                    if let Some(w) = waker.take() {
+                        w.wake();
+                    }
+                }
+                State::Stream(s) => s.abort(why.clone()),
+            }
+            if entry.abandoned {
+                gone.push(id as CallId);
+            }
+        }
+        for id in gone {
+            self.free(&mut calls, id);
+        }
+        drop(calls);
+        self.capacity.notify_waiters();
+    }
+}
+
+/// The caller's hold on a call; dropping it before the call finished
+/// cancels the call on the server.
+struct CallHandle {
+    conn: Arc<ClientConn>,
+    id: CallId,
+    sent: bool,
+    done: bool,
+    cancel_code: Cell<Code>,
+}
+
+impl Drop for CallHandle {
+    fn drop(&mut self) {
+        let code = if self.done {
+            Code::Ok
+        } else {
+            self.cancel_code.get()
+        };
+        self.conn.release(self.id, self.sent, code);
+    }
+}
+
+/// The responses of a streaming call. Dropping it (and the call's
+/// [`RequestSink`], if any) before the call ends cancels the call.
+pub struct ResponseStream<M> {
+    inner: Streaming<M>,
+}
+
+impl<M: prost::Message + Default> ResponseStream<M> {
+    /// The next response, `Ok(None)` when the server ended the call with OK.
+    ///
+    /// # Errors
+    ///
+    /// The call's status: the server's, or `UNAVAILABLE` if the connection
+    /// was lost.
+    pub async fn message(&mut self) -> Result<Option<M>, Status> {
+        self.inner.message().await
+    }
+}
+
+impl<M: prost::Message + Default> futures_core::Stream for ResponseStream<M> {
+    type Item = Result<M, Status>;
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_next(cx)
+    }
+}
+
+impl<M> std::fmt::Debug for ResponseStream<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+/// Sends the requests of a client-streaming or bidirectional call.
+pub struct RequestSink<Req, Resp = ()> {
+    conn: Arc<ClientConn>,
+    shared: Arc<CallShared>,
+    id: CallId,
+    guard: Arc<Mutex<CallHandle>>,
+    closed: bool,
+    /// Client streaming: where [`RequestSink::finish`] reads the response.
+    responses: Option<ResponseStream<Resp>>,
+    _types: PhantomData<fn(Req)>,
+}
+
+impl<Req: prost::Message, Resp: prost::Message + Default> RequestSink<Req, Resp> {
+    /// Sends one request, waiting for the server's credit.
+    ///
+    /// # Errors
+    ///
+    /// The call's status if it has ended (the server may end it early), or
+    /// `UNAVAILABLE`.
+    pub async fn send(&mut self, msg: Req) -> Result<(), Status> {
+        if self.closed {
+            return Err(Status::failed_precondition("request stream already closed"));
+        }
+        send_message(&self.conn.out, &self.shared, self.id, &msg, false).await
+    }
+
+    /// Ends the request stream (a half-close); responses keep coming.
+    pub fn close(&mut self) {
+        if std::mem::replace(&mut self.closed, true) {
+            return;
+        }
+        let mut calls = self.conn.calls.lock();
+        if let Some(entry) = calls.slab.get_mut(self.id as usize) {
+            if entry.client_open {
+                entry.client_open = false;
+                let _ = self
+                    .conn
+                    .out
+                    .force_send(Frame::End(End::new(self.id, Code::Ok)));
+            }
+            if entry.server_done {
+                self.guard.lock().done = true;
+            }
+        }
+    }
+
+    /// Client streaming: ends the request stream and waits for the response.
+    ///
+    /// # Errors
+    ///
+    /// The call's status.
+    pub async fn finish(mut self) -> Result<Response<Resp>, Status> {
+        self.close();
+        let mut responses = self
+            .responses
+            .take()
+            .ok_or_else(|| Status::failed_precondition("finish() is for client-streaming calls"))?;
+        let msg = responses
+            .message()
+            .await?
+            .ok_or_else(|| Status::internal("call ended without a response message"))?;
+        self.guard.lock().done = true;
+        Ok(Response::new(msg))
+    }
+}
+
+impl<Req, Resp> std::fmt::Debug for RequestSink<Req, Resp> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestSink")
+            .field("call", &self.id)
+            .field("closed", &self.closed)
+            .finish()
+    }
+}

@@ -1,0 +1,192 @@
+//! How the RPC layer turns its frames into bytes and back, on top of
+//! tram-wire: the preface, method binding, and messages encoded with prost
+//! straight after their frame header.
+
+use std::collections::HashMap;
+
+use bytes::{Buf, BytesMut};
+use tram_wire::{
+    Bind, Call, CallId, Frame, FrameDecoder, Settings, encode_call_header, encode_message_header,
+    preface,
+};
+
+use crate::conn::{Decoder, Encoder};
+
+/// Why an outgoing frame could not be encoded. Nothing of it is queued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum EncodeError {
+    /// The frame would exceed the peer's maximum frame size.
+    #[error("message of {len} bytes exceeds the peer's maximum frame size of {max}")]
+    TooLarge { len: usize, max: u32 },
+    /// The peer accepts no more method bindings on this connection.
+    #[error("the peer accepts at most {0} methods per connection")]
+    TooManyMethods(u32),
+}
+
+/// The encoder of one side of an RPC connection. It lives under the
+/// outbound queue's lock, which is what makes a BIND and the CALL that
+/// needs it reach the wire together and in order.
+#[derive(Debug)]
+pub(crate) struct RpcEncoder {
+    /// Method paths bound on this connection (client side).
+    methods: HashMap<Box<str>, u32>,
+    /// The peer's limits, defaults until its SETTINGS arrives.
+    peer: Settings,
+}
+
+impl RpcEncoder {
+    pub(crate) fn new() -> RpcEncoder {
+        RpcEncoder {
+            methods: HashMap::new(),
+            // Until the peer says otherwise, stay within what every
+            // receiver accepts (PROTOCOL.md §2.2).
+            peer: Settings {
+                max_frame_size: tram_wire::MIN_MAX_FRAME_SIZE,
+                ..Settings::DEFAULT
+            },
+        }
+    }
+
+    pub(crate) fn set_peer(&mut self, peer: Settings) {
+        self.peer = peer;
+    }
+
+    fn check(&self, body_len: usize) -> Result<(), EncodeError> {
+        let max = self.peer.max_frame_size;
+        if body_len > max as usize {
+            return Err(EncodeError::TooLarge { len: body_len, max });
+        }
+        Ok(())
+    }
+}
+
+/// The preface and this side's SETTINGS: the first bytes on a connection.
+pub(crate) struct Hello(pub(crate) Settings);
+
+impl Encoder<Hello> for RpcEncoder {
+    type Error = EncodeError;
+    fn encode(&mut self, item: Hello, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        dst.extend_from_slice(&preface::PREFACE);
+        Frame::Settings(item.0).encode(dst);
+        Ok(())
+    }
+}
+
+/// A control frame (END, CANCEL, CREDIT, PING, GOAWAY).
+impl Encoder<Frame> for RpcEncoder {
+    type Error = EncodeError;
+    fn encode(&mut self, item: Frame, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        let len = item.encoded_len();
+        self.check(len.saturating_sub(tram_wire::MAX_HEADER_LEN))?;
+        dst.reserve(len);
+        item.encode(dst);
+        Ok(())
+    }
+}
+
+/// One message of a call, in either direction.
+pub(crate) struct Msg<'a, M> {
+    pub(crate) call: CallId,
+    pub(crate) end_stream: bool,
+    pub(crate) msg: &'a M,
+}
+
+impl<M: prost::Message> Encoder<Msg<'_, M>> for RpcEncoder {
+    type Error = EncodeError;
+    fn encode(&mut self, item: Msg<'_, M>, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        let len = item.msg.encoded_len();
+        self.check(tram_wire::varint::encoded_len(item.call.into()) + len)?;
+        dst.reserve(tram_wire::MAX_HEADER_LEN + 5 + len);
+        encode_message_header(dst, item.call, item.end_stream, len);
+        item.msg.encode_raw(dst);
+        Ok(())
+    }
+}
+
+/// Opens a call on a method named by its path; binds the path first if this
+/// connection has not seen it.
+pub(crate) struct Open<'a, M> {
+    pub(crate) path: &'a str,
+    /// The call's fields; `method` and `message` are filled in here.
+    pub(crate) head: Call,
+    pub(crate) msg: Option<&'a M>,
+}
+
+impl<M: prost::Message> Encoder<Open<'_, M>> for RpcEncoder {
+    type Error = EncodeError;
+    fn encode(&mut self, item: Open<'_, M>, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        let mut head = item.head;
+        let len = item.msg.map(prost::Message::encoded_len);
+        if let Some(md) = &head.metadata {
+            if md.encoded_len() > self.peer.max_metadata_size as usize {
+                return Err(EncodeError::TooLarge {
+                    len: md.encoded_len(),
+                    max: self.peer.max_metadata_size,
+                });
+            }
+        }
+        let bound = self.methods.get(item.path).copied();
+        head.method = match bound {
+            Some(id) => id,
+            None => {
+                let id = self.methods.len() as u32;
+                if id >= self.peer.max_bound_methods {
+                    return Err(EncodeError::TooManyMethods(self.peer.max_bound_methods));
+                }
+                id
+            }
+        };
+        let body = head.body_len(len);
+        self.check(body)?;
+        if bound.is_none() {
+            // Checks passed: bind now, in the same write as the CALL.
+            Frame::Bind(Bind {
+                method: head.method,
+                name: item.path.to_owned(),
+            })
+            .encode(dst);
+            self.methods.insert(item.path.into(), head.method);
+        }
+        dst.reserve(body + tram_wire::MAX_HEADER_LEN);
+        encode_call_header(dst, &head, len);
+        if let Some(m) = item.msg {
+            m.encode_raw(dst);
+        }
+        Ok(())
+    }
+}
+
+/// Decodes an RPC connection's bytes: the peer's preface, then frames.
+#[derive(Debug, Clone)]
+pub(crate) struct RpcDecoder {
+    preface_seen: bool,
+    frames: FrameDecoder,
+}
+
+impl RpcDecoder {
+    pub(crate) fn new(max_frame_size: u32) -> RpcDecoder {
+        RpcDecoder {
+            preface_seen: false,
+            frames: FrameDecoder::new(max_frame_size),
+        }
+    }
+}
+
+impl Decoder for RpcDecoder {
+    type Item = Frame;
+    type Error = tram_wire::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, tram_wire::Error> {
+        if !self.preface_seen {
+            match preface::check(src)? {
+                None => return Ok(None),
+                Some(n) => {
+                    src.advance(n);
+                    self.preface_seen = true;
+                }
+            }
+        }
+        self.frames.decode(src)
+    }
+}

@@ -1,0 +1,134 @@
+//! Requests and responses: a message plus what travels with it.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tram_wire::Metadata;
+
+/// A request message with its metadata and time limit.
+///
+/// On the client, [`Request::with_timeout`] sets the time the call may take
+/// (it travels on the wire). On the server, [`Request::deadline`] and
+/// [`Request::time_left`] tell the handler how long the caller still waits.
+#[derive(Debug, Clone, Default)]
+pub struct Request<T> {
+    message: T,
+    metadata: Metadata,
+    timeout: Option<Duration>,
+    deadline: Option<Instant>,
+}
+
+impl<T> Request<T> {
+    /// A request with no metadata and no timeout.
+    pub fn new(message: T) -> Request<T> {
+        Request {
+            message,
+            metadata: Metadata::new(),
+            timeout: None,
+            deadline: None,
+        }
+    }
+
+    /// Sets the request metadata (headers).
+    pub fn with_metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// Sets the time the caller allows for the call.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The request metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The message.
+    pub fn get_ref(&self) -> &T {
+        &self.message
+    }
+
+    /// The message, mutably.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.message
+    }
+
+    /// The message, by value.
+    pub fn into_inner(self) -> T {
+        self.message
+    }
+
+    /// The timeout the client set.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// On the server: when the caller stops waiting.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// On the server: how long until the deadline (zero once it passed).
+    pub fn time_left(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    pub(crate) fn from_wire(message: T, metadata: Metadata, deadline: Option<Instant>) -> Self {
+        Request {
+            message,
+            metadata,
+            timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            deadline,
+        }
+    }
+
+    pub(crate) fn into_parts(self) -> (T, Metadata, Option<Duration>) {
+        (self.message, self.metadata, self.timeout)
+    }
+}
+
+/// A response message, with trailing metadata for the call's end.
+#[derive(Debug, Clone, Default)]
+pub struct Response<T> {
+    message: T,
+    trailers: Metadata,
+}
+
+impl<T> Response<T> {
+    /// A response with no trailers.
+    pub fn new(message: T) -> Response<T> {
+        Response {
+            message,
+            trailers: Metadata::new(),
+        }
+    }
+
+    /// Sets the trailing metadata sent with the call's end.
+    pub fn with_trailers(mut self, trailers: Metadata) -> Self {
+        self.trailers = trailers;
+        self
+    }
+
+    /// The message.
+    pub fn get_ref(&self) -> &T {
+        &self.message
+    }
+
+    /// The message, by value.
+    pub fn into_inner(self) -> T {
+        self.message
+    }
+
+    /// The trailing metadata.
+    pub fn trailers(&self) -> &Metadata {
+        &self.trailers
+    }
+
+    pub(crate) fn into_parts(self) -> (T, Metadata) {
+        (self.message, self.trailers)
+    }
+}

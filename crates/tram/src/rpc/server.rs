@@ -1,0 +1,825 @@
+//! The server: routes, the accept loop, and the per-connection driver.
+//!
+//! One task per connection reads frames, runs the calls' handler futures
+//! itself (see `exec`), and answers through the connection's outbound queue.
+//! While it handles one read's worth of frames the queue is corked, so all
+//! the responses that are ready go out in one write.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_core::Stream;
+use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tram_wire::{CallId, Code, Frame, GoAway, Metadata, Ping, Reason, Settings};
+
+use super::codec::{Hello, Msg, RpcDecoder, RpcEncoder};
+use super::exec::{BoxFuture, Exec};
+use super::stream::{CallShared, Streaming, send_message};
+use super::{Request, Response, Status};
+use crate::conn::{self, Connection, Listener, Sender, TcpConfig};
+
+/// How a method's messages flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// One request, one response.
+    Unary,
+    /// One request, a stream of responses.
+    ServerStreaming,
+    /// A stream of requests, one response.
+    ClientStreaming,
+    /// Streams both ways.
+    Bidi,
+}
+
+impl Kind {
+    fn streams_requests(self) -> bool {
+        matches!(self, Kind::ClientStreaming | Kind::Bidi)
+    }
+}
+
+/// What a handler gets from the connection for one call.
+pub(crate) struct Start {
+    call: CallId,
+    message: Option<Bytes>,
+    metadata: Metadata,
+    deadline: Option<Instant>,
+    out: Sender<RpcEncoder>,
+    shared: Arc<CallShared>,
+}
+
+type Handler = Box<dyn Fn(Start) -> BoxFuture + Send + Sync>;
+
+struct Route {
+    kind: Kind,
+    handler: Handler,
+}
+
+/// Limits and timeouts of a server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    settings: Settings,
+    max_connections: usize,
+    drain_timeout: Duration,
+    tcp: TcpConfig,
+    conn: conn::Config,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            settings: Settings::DEFAULT,
+            max_connections: 10_000,
+            drain_timeout: Duration::from_secs(30),
+            tcp: TcpConfig::default(),
+            conn: conn::Config::default(),
+        }
+    }
+}
+
+/// Builds a [`Server`] from methods, each registered under its full path
+/// `/package.Service/Method`.
+pub struct ServerBuilder {
+    routes: HashMap<String, Route>,
+    config: ServerConfig,
+}
+
+/// A tram RPC server.
+pub struct Server {
+    routes: Arc<HashMap<String, Route>>,
+    config: Arc<ServerConfig>,
+}
+
+impl Server {
+    /// Starts a builder.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            routes: HashMap::new(),
+            config: ServerConfig::default(),
+        }
+    }
+}
+
+fn decode<M: prost::Message + Default>(message: Option<Bytes>) -> Result<M, Status> {
+    let bytes =
+        message.ok_or_else(|| Status::internal("call opened without its request message"))?;
+    M::decode(bytes).map_err(|e| Status::internal(format!("request does not decode: {e}")))
+}
+
+async fn with_deadline<T>(
+    deadline: Option<Instant>,
+    fut: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    match deadline {
+        None => fut.await,
+        Some(d) => tokio::time::timeout_at(d, fut)
+            .await
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded("deadline exceeded"))),
+    }
+}
+
+/// Sends a single response as the call's end: one MESSAGE frame with
+/// END_STREAM (the unary fast path), or MESSAGE then END when there are
+/// trailers.
+async fn finish_unary<M: prost::Message>(start: &Start, outcome: Result<Response<M>, Status>) {
+    let out = &start.out;
+    let result: Result<(), Status> = match outcome {
+        Ok(resp) => {
+            let (msg, trailers) = resp.into_parts();
+            let sent = out
+                .send(Msg {
+                    call: start.call,
+                    end_stream: trailers.is_empty(),
+                    msg: &msg,
+                })
+                .await;
+            match sent {
+                Ok(()) if trailers.is_empty() => return,
+                Ok(()) => Err(Status::new(Code::Ok, "").with_trailers(trailers)),
+                Err(e) if e.kind() == conn::ErrorKind::Encode => Err(Status::resource_exhausted(
+                    format!("response too large: {e}"),
+                )),
+                Err(_) => return,
+            }
+        }
+        Err(status) => Err(status),
+    };
+    if let Err(status) = result {
+        let _ = out.force_send(Frame::End(status.to_wire(start.call)));
+    }
+}
+
+/// Ends a streaming response: END with OK and trailers, or the error.
+fn finish_stream(start: &Start, outcome: Result<Metadata, Status>) {
+    let status = match outcome {
+        Ok(trailers) => Status::new(Code::Ok, "").with_trailers(trailers),
+        Err(s) => s,
+    };
+    let _ = start.out.force_send(Frame::End(status.to_wire(start.call)));
+}
+
+/// Drives a response stream: each item is sent when the client has granted
+/// credit for it.
+async fn send_stream<M, S>(start: &Start, stream: S) -> Result<(), Status>
+where
+    M: prost::Message,
+    S: Stream<Item = Result<M, Status>>,
+{
+    let mut stream = pin!(stream);
+    while let Some(item) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+        send_message(&start.out, &start.shared, start.call, &item?, false).await?;
+    }
+    Ok(())
+}
+
+impl ServerBuilder {
+    /// Registers a unary method.
+    pub fn unary<Req, Resp, F, Fut>(self, path: &str, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + 'static,
+        F: Fn(Request<Req>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Response<Resp>, Status>> + Send + 'static,
+    {
+        self.route(path, Kind::Unary, move |start: Start| {
+            let req = decode::<Req>(start.message.clone());
+            let fut = req.map(|m| {
+                f(Request::from_wire(
+                    m,
+                    start.metadata.clone(),
+                    start.deadline,
+                ))
+            });
+            Box::pin(async move {
+                let outcome = match fut {
+                    Ok(fut) => with_deadline(start.deadline, fut).await,
+                    Err(s) => Err(s),
+                };
+                finish_unary(&start, outcome).await;
+            })
+        })
+    }
+
+    /// Registers a server-streaming method: the handler returns a stream of
+    /// responses.
+    pub fn server_streaming<Req, Resp, S, F, Fut>(self, path: &str, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + 'static,
+        S: Stream<Item = Result<Resp, Status>> + Send + 'static,
+        F: Fn(Request<Req>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
+    {
+        self.route(path, Kind::ServerStreaming, move |start: Start| {
+            let req = decode::<Req>(start.message.clone());
+            let fut = req.map(|m| {
+                f(Request::from_wire(
+                    m,
+                    start.metadata.clone(),
+                    start.deadline,
+                ))
+            });
+            Box::pin(async move {
+                let outcome = with_deadline(start.deadline, async {
+                    let (stream, trailers) = fut?.await?.into_parts();
+                    send_stream(&start, stream).await?;
+                    Ok(trailers)
+                })
+                .await;
+                finish_stream(&start, outcome);
+            })
+        })
+    }
+
+    /// Registers a client-streaming method: the handler reads a stream of
+    /// requests and returns one response.
+    pub fn client_streaming<Req, Resp, F, Fut>(self, path: &str, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + 'static,
+        F: Fn(Request<Streaming<Req>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Response<Resp>, Status>> + Send + 'static,
+    {
+        self.route(path, Kind::ClientStreaming, move |start: Start| {
+            let requests =
+                Streaming::new(start.shared.clone(), start.out.clone(), start.call, None);
+            let fut = f(Request::from_wire(
+                requests,
+                start.metadata.clone(),
+                start.deadline,
+            ));
+            Box::pin(async move {
+                let outcome = with_deadline(start.deadline, fut).await;
+                finish_unary(&start, outcome).await;
+            })
+        })
+    }
+
+    /// Registers a bidirectional-streaming method.
+    pub fn bidi_streaming<Req, Resp, S, F, Fut>(self, path: &str, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + 'static,
+        S: Stream<Item = Result<Resp, Status>> + Send + 'static,
+        F: Fn(Request<Streaming<Req>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
+    {
+        self.route(path, Kind::Bidi, move |start: Start| {
+            let requests =
+                Streaming::new(start.shared.clone(), start.out.clone(), start.call, None);
+            let fut = f(Request::from_wire(
+                requests,
+                start.metadata.clone(),
+                start.deadline,
+            ));
+            Box::pin(async move {
+                let outcome = with_deadline(start.deadline, async {
+                    let (stream, trailers) = fut.await?.into_parts();
+                    send_stream(&start, stream).await?;
+                    Ok(trailers)
+                })
+                .await;
+                finish_stream(&start, outcome);
+            })
+        })
+    }
+
+    fn route(
+        mut self,
+        path: &str,
+        kind: Kind,
+        handler: impl Fn(Start) -> BoxFuture + Send + Sync + 'static,
+    ) -> Self {
+        self.routes.insert(
+            path.to_owned(),
+            Route {
+                kind,
+                handler: Box::new(handler),
+            },
+        );
+        self
+    }
+
+    /// Most calls served at once per connection (default 1024), advertised
+    /// to clients; further calls get `RESOURCE_EXHAUSTED`.
+    pub fn max_concurrent_calls(mut self, n: u32) -> Self {
+        self.config.settings.max_concurrent_calls = n;
+        self
+    }
+
+    /// Messages a client may send on a stream before it is granted more
+    /// (default 64; at least 1).
+    pub fn initial_credit(mut self, n: u32) -> Self {
+        self.config.settings.initial_credit = n.clamp(1, tram_wire::MAX_CREDIT);
+        self
+    }
+
+    /// Largest frame accepted, in bytes (default 4 MiB; 16 KiB ..= 1 GiB).
+    pub fn max_frame_size(mut self, n: u32) -> Self {
+        self.config.settings.max_frame_size =
+            n.clamp(tram_wire::MIN_MAX_FRAME_SIZE, tram_wire::MAX_MAX_FRAME_SIZE);
+        self
+    }
+
+    /// Largest request metadata block accepted, in bytes (default 16 KiB).
+    pub fn max_metadata_size(mut self, n: u32) -> Self {
+        self.config.settings.max_metadata_size = n;
+        self
+    }
+
+    /// Most connections served at once (default 10,000); more are closed
+    /// right after accept.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.config.max_connections = n;
+        self
+    }
+
+    /// How long a graceful shutdown waits for calls in flight (default 30 s).
+    pub fn drain_timeout(mut self, d: Duration) -> Self {
+        self.config.drain_timeout = d;
+        self
+    }
+
+    /// Socket options for accepted connections.
+    pub fn tcp(mut self, tcp: TcpConfig) -> Self {
+        self.config.tcp = tcp;
+        self
+    }
+
+    /// Finishes the server.
+    pub fn build(self) -> Server {
+        Server {
+            routes: Arc::new(self.routes),
+            config: Arc::new(self.config),
+        }
+    }
+}
+
+impl Server {
+    /// Serves on `addr` until an error of the listener.
+    ///
+    /// # Errors
+    ///
+    /// If binding fails.
+    pub async fn serve(self, addr: impl ToSocketAddrs) -> io::Result<()> {
+        self.serve_with_shutdown(addr, std::future::pending()).await
+    }
+
+    /// Serves on `addr` until `signal` completes, then shuts down
+    /// gracefully: stops accepting, sends GOAWAY on every connection, lets
+    /// calls in flight finish (up to the drain timeout), and returns.
+    ///
+    /// # Errors
+    ///
+    /// If binding fails.
+    pub async fn serve_with_shutdown(
+        self,
+        addr: impl ToSocketAddrs,
+        signal: impl Future<Output = ()>,
+    ) -> io::Result<()> {
+        let listener = Listener::bind(addr, self.config.tcp).await?;
+        self.serve_listener(listener, signal).await
+    }
+
+    /// Like [`Server::serve_with_shutdown`], on a listener already bound
+    /// (for example to learn an ephemeral port first).
+    ///
+    /// # Errors
+    ///
+    /// None so far; accept errors are retried.
+    pub async fn serve_listener(
+        self,
+        listener: Listener,
+        signal: impl Future<Output = ()>,
+    ) -> io::Result<()> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut conns = tokio::task::JoinSet::new();
+        let mut signal = pin!(signal);
+        loop {
+            tokio::select! {
+                () = &mut signal => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        while conns.try_join_next().is_some() {}
+                        if conns.len() >= self.config.max_connections {
+                            tracing::warn!(%peer, "refusing connection: at max_connections");
+                            drop(stream);
+                            continue;
+                        }
+                        let (routes, config, stop) = (self.routes.clone(), self.config.clone(), stop_rx.clone());
+                        conns.spawn(async move {
+                            if let Err(e) = serve_connection(stream, peer, routes, config, stop).await {
+                                tracing::debug!(%peer, error = %e, "connection closed");
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        // EMFILE and friends: back off briefly, keep serving.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                },
+            }
+        }
+        drop(listener);
+        let _ = stop_tx.send(true);
+        let drained = tokio::time::timeout(self.config.drain_timeout, async {
+            while conns.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            conns.abort_all();
+        }
+        Ok(())
+    }
+}
+
+/// A call the connection knows about.
+struct CallEntry {
+    /// Its handler future in the executor, while it runs.
+    task: Option<usize>,
+    shared: Arc<CallShared>,
+    /// The client may still send on it.
+    client_open: bool,
+    /// We have sent (or the handler is about to send) the final frame.
+    server_done: bool,
+}
+
+struct Driver {
+    routes: Arc<HashMap<String, Route>>,
+    settings: Settings,
+    peer: Option<Settings>,
+    out: Sender<RpcEncoder>,
+    /// Method numbers bound by the client, to our routes (`None`: unknown).
+    methods: HashMap<u32, Option<String>>,
+    calls: HashMap<CallId, CallEntry>,
+    exec: Exec<CallId>,
+    /// CALL frames accepted so far.
+    call_seq: u64,
+    going_away: bool,
+}
+
+/// A reason to close the connection.
+#[derive(Debug)]
+struct Violation(Reason, String);
+
+fn violation(msg: impl Into<String>) -> Violation {
+    Violation(Reason::PROTOCOL_ERROR, msg.into())
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    routes: Arc<HashMap<String, Route>>,
+    config: Arc<ServerConfig>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), conn::Error> {
+    let settings = config.settings;
+    let (read, write) = stream.into_split();
+    let (mut inbound, out) = Connection::from_parts(
+        read,
+        write,
+        RpcDecoder::new(settings.max_frame_size),
+        RpcEncoder::new(),
+        config
+            .conn
+            .max_frame_len(settings.max_frame_size as usize + tram_wire::MAX_HEADER_LEN),
+    );
+    out.force_send(Hello(settings))?;
+    let mut d = Driver {
+        routes,
+        settings,
+        peer: None,
+        out,
+        methods: HashMap::new(),
+        calls: HashMap::new(),
+        exec: Exec::new(),
+        call_seq: 0,
+        going_away: false,
+    };
+    // A persistent future, so that its wake-up registration survives polls.
+    let mut stopped = pin!(async move {
+        while !*stop.borrow_and_update() {
+            if stop.changed().await.is_err() {
+                // The server is gone without a signal: treat as a stop.
+                break;
+            }
+        }
+    });
+    let outcome = std::future::poll_fn(|cx| {
+        if !d.going_away && stopped.as_mut().poll(cx).is_ready() {
+            d.go_away(Reason::NO_ERROR, "server shutting down");
+        }
+        d.poll(&mut inbound, cx)
+    })
+    .await;
+    d.exec.clear();
+    for (_, entry) in d.calls.drain() {
+        entry
+            .shared
+            .abort(Status::unavailable("connection closing"));
+    }
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(Violation(reason, msg)) => {
+            tracing::info!(%peer, %reason, "closing connection: {msg}");
+            d.go_away(reason, &msg);
+            Ok(())
+        }
+    }
+}
+
+impl Driver {
+    fn poll(
+        &mut self,
+        inbound: &mut conn::Inbound<tokio::net::tcp::OwnedReadHalf, RpcDecoder>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), Violation>> {
+        let out = self.out.clone();
+        let _cork = out.cork();
+        // Frames first, a bounded number per turn so handlers get polled.
+        for _ in 0..1024 {
+            match inbound.poll_recv(cx) {
+                Poll::Ready(Some(Ok(frame))) => self.on_frame(frame)?,
+                Poll::Ready(Some(Err(e))) => {
+                    let reason = match e.downcast_ref::<tram_wire::Error>() {
+                        Some(w) => w.reason(),
+                        None => Reason::PROTOCOL_ERROR,
+                    };
+                    if e.kind() == conn::ErrorKind::Io || e.kind() == conn::ErrorKind::Truncated {
+                        return Poll::Ready(Ok(()));
+                    }
+                    return Poll::Ready(Err(Violation(reason, e.to_string())));
+                }
+                // The client closed: nothing more can be answered usefully.
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Pending => break,
+            }
+        }
+        let calls = &mut self.calls;
+        self.exec.poll_ready(cx, |call| {
+            if let Some(e) = calls.get_mut(&call) {
+                e.task = None;
+                e.server_done = true;
+                if !e.client_open {
+                    calls.remove(&call);
+                }
+            }
+        });
+        if self.going_away && self.calls.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        Poll::Pending
+    }
+
+    fn go_away(&mut self, reason: Reason, msg: &str) {
+        if !self.going_away || reason != Reason::NO_ERROR {
+            let _ = self.out.force_send(Frame::GoAway(GoAway {
+                last_call_seq: self.call_seq,
+                reason,
+                message: msg.to_owned(),
+            }));
+        }
+        self.going_away = true;
+    }
+
+    fn on_frame(&mut self, frame: Frame) -> Result<(), Violation> {
+        if self.peer.is_none() {
+            let Frame::Settings(s) = frame else {
+                return Err(violation("first frame is not SETTINGS"));
+            };
+            self.peer = Some(s);
+            self.out.with_encoder(|e| e.set_peer(s));
+            return Ok(());
+        }
+        match frame {
+            Frame::Settings(_) => Err(violation("second SETTINGS")),
+            Frame::Bind(b) => {
+                if self.methods.contains_key(&b.method) {
+                    return Err(violation(format!("method {} bound twice", b.method)));
+                }
+                if self.methods.len() >= self.settings.max_bound_methods as usize {
+                    return Err(Violation(
+                        Reason::LIMIT_EXCEEDED,
+                        "too many bound methods".into(),
+                    ));
+                }
+                let known = self.routes.contains_key(&b.name).then_some(b.name);
+                self.methods.insert(b.method, known);
+                Ok(())
+            }
+            Frame::Call(c) => self.on_call(c),
+            Frame::Message(m) => {
+                let Some(entry) = self.calls.get_mut(&m.call) else {
+                    if self.going_away {
+                        return Ok(());
+                    }
+                    return Err(violation(format!("MESSAGE on unknown call {}", m.call)));
+                };
+                if !entry.client_open {
+                    return Err(violation(format!(
+                        "MESSAGE after the client closed call {}",
+                        m.call
+                    )));
+                }
+                if entry.shared.push(m.payload).is_err() {
+                    return Err(violation(format!(
+                        "MESSAGE without credit on call {}",
+                        m.call
+                    )));
+                }
+                if m.end_stream {
+                    self.client_closed(m.call);
+                }
+                Ok(())
+            }
+            Frame::End(e) => {
+                if e.code != Code::Ok
+                    || e.message.is_some()
+                    || e.details.is_some()
+                    || e.trailers.is_some()
+                {
+                    return Err(violation("client END must be a bare OK half-close"));
+                }
+                match self.calls.get(&e.call) {
+                    Some(entry) if entry.client_open => {
+                        self.client_closed(e.call);
+                        Ok(())
+                    }
+                    None if self.going_away => Ok(()),
+                    _ => Err(violation(format!("END on call {} not open", e.call))),
+                }
+            }
+            Frame::Cancel(c) => {
+                // Unknown: it crossed the call's end on the wire; ignore.
+                if let Some(entry) = self.calls.remove(&c.call) {
+                    if let Some(task) = entry.task {
+                        self.exec.cancel(task);
+                    }
+                    entry
+                        .shared
+                        .abort(Status::cancelled("cancelled by the client"));
+                    if !entry.server_done {
+                        let end = Status::new(c.code, "cancelled by the client").to_wire(c.call);
+                        let _ = self.out.force_send(Frame::End(end));
+                    }
+                }
+                Ok(())
+            }
+            Frame::Credit(c) => {
+                if let Some(entry) = self.calls.get(&c.call) {
+                    if entry.shared.add_credit(c.n).is_err() {
+                        return Err(violation(format!("credit overflow on call {}", c.call)));
+                    }
+                }
+                Ok(())
+            }
+            Frame::Ping(p) => {
+                if !p.ack {
+                    let _ = self.out.force_send(Frame::Ping(Ping {
+                        ack: true,
+                        payload: p.payload,
+                    }));
+                }
+                Ok(())
+            }
+            Frame::GoAway(_) => {
+                // The client is leaving: finish what is in flight, then close.
+                self.going_away = true;
+                Ok(())
+            }
+        }
+    }
+
+    fn client_closed(&mut self, call: CallId) {
+        if let Some(entry) = self.calls.get_mut(&call) {
+            entry.client_open = false;
+            entry.shared.close_inbox(Ok(()));
+            if entry.server_done {
+                self.calls.remove(&call);
+            }
+        }
+    }
+
+    fn on_call(&mut self, c: tram_wire::Call) -> Result<(), Violation> {
+        if self.calls.contains_key(&c.call) {
+            return Err(violation(format!("duplicate call id {}", c.call)));
+        }
+        let Some(bound) = self.methods.get(&c.method) else {
+            return Err(violation(format!("CALL on unbound method {}", c.method)));
+        };
+        if self.going_away {
+            // Not accepted: the client learns so from GOAWAY's count.
+            return Ok(());
+        }
+        self.call_seq += 1;
+        let peer = self.peer.unwrap_or_default();
+        let shared = CallShared::new(self.settings.initial_credit, peer.initial_credit);
+        let mut entry = CallEntry {
+            task: None,
+            shared: shared.clone(),
+            client_open: !c.end_stream,
+            server_done: false,
+        };
+        let reject = |this: &mut Self, mut entry: CallEntry, status: Status| {
+            let _ = this.out.force_send(Frame::End(status.to_wire(c.call)));
+            entry.server_done = true;
+            if entry.client_open {
+                entry
+                    .shared
+                    .close_inbox(Err(Status::cancelled("call rejected")));
+                this.calls.insert(c.call, entry);
+            }
+            Ok(())
+        };
+        let Some(route) = bound.as_ref().and_then(|name| self.routes.get(name)) else {
+            return reject(self, entry, Status::unimplemented("unknown method"));
+        };
+        if self.calls.len() >= self.settings.max_concurrent_calls as usize {
+            return reject(
+                self,
+                entry,
+                Status::resource_exhausted("too many concurrent calls"),
+            );
+        }
+        if c.metadata
+            .as_ref()
+            .is_some_and(|m| m.encoded_len() > self.settings.max_metadata_size as usize)
+        {
+            return reject(
+                self,
+                entry,
+                Status::resource_exhausted("request metadata too large"),
+            );
+        }
+        if !route.kind.streams_requests() && (!c.end_stream || c.message.is_none()) {
+            return reject(
+                self,
+                entry,
+                Status::internal("a single-request method needs exactly one message"),
+            );
+        }
+        let deadline = c.timeout().map(|t| Instant::now() + t);
+        let mut message = c.message;
+        if route.kind.streams_requests() {
+            // The CALL's message is the stream's first (and uses credit).
+            if let Some(first) = message.take() {
+                if shared.push(first).is_err() {
+                    return Err(violation("CALL message without credit"));
+                }
+            }
+            if c.end_stream {
+                shared.close_inbox(Ok(()));
+            }
+        }
+        let start = Start {
+            call: c.call,
+            message,
+            metadata: c.metadata.unwrap_or_default(),
+            deadline,
+            out: self.out.clone(),
+            shared,
+        };
+        let fut = (route.handler)(start);
+        match self.exec.spawn(fut, c.call) {
+            Some(task) => {
+                entry.task = Some(task);
+                self.calls.insert(c.call, entry);
+            }
+            None => {
+                // Finished on its first poll: the response is queued.
+                entry.server_done = true;
+                if entry.client_open {
+                    self.calls.insert(c.call, entry);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut methods: Vec<_> = self.routes.keys().collect();
+        methods.sort();
+        f.debug_struct("Server")
+            .field("methods", &methods)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("methods", &self.routes.len())
+            .finish_non_exhaustive()
+    }
+}

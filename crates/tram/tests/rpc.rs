@@ -1,0 +1,521 @@
+//! RPC over real loopback TCP: every call kind, status, metadata, deadlines,
+//! cancellation, limits, and connection failures.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use support::within;
+use tokio::sync::{mpsc, oneshot};
+use tram::conn::{Listener, TcpConfig};
+use tram::rpc::{
+    Channel, ChannelConfig, Code, Metadata, Request, Response, Server, ServerBuilder, Status,
+};
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Echo {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(bytes = "bytes", tag = "2")]
+    payload: Bytes,
+}
+
+fn echo(id: u64) -> Echo {
+    Echo {
+        id,
+        payload: Bytes::from(format!("payload {id}")),
+    }
+}
+
+/// Starts `server` on an ephemeral port; returns its address and a handle
+/// that stops it (gracefully) when dropped or sent to.
+async fn start(server: Server) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        server
+            .serve_listener(listener, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    (addr, stop, task)
+}
+
+/// A stream over an mpsc receiver (what handlers commonly return).
+struct Rx<T>(mpsc::Receiver<Result<T, Status>>);
+
+impl<T> futures_core::Stream for Rx<T> {
+    type Item = Result<T, Status>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+/// Signals when dropped: how tests observe a handler being cancelled.
+struct DropSignal(Option<oneshot::Sender<Instant>>);
+
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(Instant::now());
+        }
+    }
+}
+
+fn echo_service() -> ServerBuilder {
+    Server::builder()
+        .unary("/test.Echo/Say", |req: Request<Echo>| async move {
+            let md = req.metadata().clone();
+            let mut trailers = Metadata::builder();
+            if let Some(v) = md.get("x-echo") {
+                trailers
+                    .ascii("x-echoed", std::str::from_utf8(v).unwrap())
+                    .unwrap();
+            }
+            Ok(Response::new(req.into_inner()).with_trailers(trailers.build()))
+        })
+        .unary("/test.Echo/Sleep", |req: Request<Echo>| async move {
+            // Sleeps `id` milliseconds, then answers.
+            tokio::time::sleep(Duration::from_millis(req.get_ref().id)).await;
+            Ok(Response::new(req.into_inner()))
+        })
+        .unary("/test.Echo/Fail", |req: Request<Echo>| async move {
+            let code = Code::from_u64(req.get_ref().id).unwrap();
+            let trailers = Metadata::builder()
+                .binary("why-bin", &[1, 2, 3])
+                .unwrap()
+                .build();
+            Err::<Response<Echo>, _>(
+                Status::new(code, format!("failed with {code}"))
+                    .with_details(Bytes::from_static(b"\x08\x01"))
+                    .with_trailers(trailers),
+            )
+        })
+        .server_streaming("/test.Echo/Count", |req: Request<Echo>| async move {
+            let n = req.get_ref().id;
+            let (tx, rx) = mpsc::channel(16);
+            tokio::spawn(async move {
+                for i in 0..n {
+                    if tx.send(Ok(echo(i))).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            Ok(Response::new(Rx(rx)))
+        })
+        .client_streaming(
+            "/test.Echo/Sum",
+            |req: Request<tram::rpc::Streaming<Echo>>| async move {
+                let mut requests = req.into_inner();
+                let mut sum = 0;
+                while let Some(m) = requests.message().await? {
+                    sum += m.id;
+                }
+                Ok(Response::new(echo(sum)))
+            },
+        )
+        .bidi_streaming(
+            "/test.Echo/Chat",
+            |req: Request<tram::rpc::Streaming<Echo>>| async move {
+                let mut requests = req.into_inner();
+                let (tx, rx) = mpsc::channel(16);
+                tokio::spawn(async move {
+                    while let Ok(Some(m)) = requests.message().await {
+                        if tx
+                            .send(Ok(Echo {
+                                id: m.id * 2,
+                                payload: m.payload,
+                            }))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+                Ok(Response::new(Rx(rx)))
+            },
+        )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unary_round_trip_with_metadata_and_trailers() {
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::new(addr.to_string());
+    let md = Metadata::builder()
+        .ascii("x-echo", "hello")
+        .unwrap()
+        .build();
+    let resp: Response<Echo> = within(
+        5,
+        "unary",
+        ch.unary("/test.Echo/Say", Request::new(echo(7)).with_metadata(md)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.get_ref(), &echo(7));
+    assert_eq!(resp.trailers().get("x-echoed"), Some(&b"hello"[..]));
+    // Without trailers: the one-frame fast path.
+    let resp: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(8)))
+        .await
+        .unwrap();
+    assert_eq!(resp.into_inner(), echo(8));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_status_code_round_trips() {
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::new(addr.to_string());
+    for code in Code::ALL.into_iter().skip(1) {
+        let err = ch
+            .unary::<_, Echo>("/test.Echo/Fail", Request::new(echo(code.as_u8().into())))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), code);
+        assert_eq!(err.message(), format!("failed with {code}"));
+        assert_eq!(&err.details()[..], b"\x08\x01");
+        assert_eq!(err.trailers().get("why-bin"), Some(&[1u8, 2, 3][..]));
+        assert!(err.is_remote());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_streaming_client_streaming_and_bidi() {
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::new(addr.to_string());
+
+    let mut stream = ch
+        .server_streaming::<_, Echo>("/test.Echo/Count", Request::new(echo(500)))
+        .await
+        .unwrap();
+    for i in 0..500 {
+        assert_eq!(
+            within(5, "stream item", stream.message()).await.unwrap(),
+            Some(echo(i))
+        );
+    }
+    assert_eq!(stream.message().await.unwrap(), None);
+
+    let mut sink = ch
+        .client_streaming::<Echo, Echo>("/test.Echo/Sum", Request::new(()))
+        .await
+        .unwrap();
+    for i in 1..=300 {
+        sink.send(echo(i)).await.unwrap();
+    }
+    let total = within(5, "sum", sink.finish()).await.unwrap();
+    assert_eq!(total.get_ref().id, 300 * 301 / 2);
+
+    let (mut tx, mut rx) = ch
+        .bidi_streaming::<Echo, Echo>("/test.Echo/Chat", Request::new(()))
+        .await
+        .unwrap();
+    for i in 0..200 {
+        tx.send(echo(i)).await.unwrap();
+        let back = within(5, "chat reply", rx.message())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.id, i * 2);
+    }
+    tx.close();
+    assert_eq!(within(5, "chat end", rx.message()).await.unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_complete_out_of_order() {
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::new(addr.to_string());
+    let slow = tokio::spawn({
+        let ch = ch.clone();
+        async move {
+            ch.unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(300)))
+                .await
+                .map(|_| Instant::now())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let fast: Response<Echo> = ch
+        .unary("/test.Echo/Sleep", Request::new(echo(1)))
+        .await
+        .unwrap();
+    let fast_done = Instant::now();
+    assert_eq!(fast.get_ref().id, 1);
+    let slow_done = within(5, "slow call", slow).await.unwrap().unwrap();
+    assert!(
+        fast_done < slow_done,
+        "the fast call finished first on the same connection"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_call_cancels_the_handler() {
+    let (dropped_tx, dropped_rx) = oneshot::channel();
+    let dropped_tx = Arc::new(parking_lot::Mutex::new(Some(dropped_tx)));
+    let server = echo_service()
+        .unary("/test.Echo/Hang", move |_req: Request<Echo>| {
+            let signal = DropSignal(dropped_tx.lock().take());
+            async move {
+                let _signal = signal;
+                std::future::pending::<()>().await;
+                Ok(Response::new(echo(0)))
+            }
+        })
+        .build();
+    let (addr, _stop, _task) = start(server).await;
+    let ch = Channel::new(addr.to_string());
+    let call = tokio::spawn({
+        let ch = ch.clone();
+        async move {
+            ch.unary::<_, Echo>("/test.Echo/Hang", Request::new(echo(1)))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let cancelled_at = Instant::now();
+    call.abort();
+    let observed = within(5, "handler sees the cancel", dropped_rx)
+        .await
+        .unwrap();
+    println!(
+        "handler dropped {:?} after the client dropped the call",
+        observed - cancelled_at
+    );
+    // The connection is still good.
+    let r: Response<Echo> = within(
+        5,
+        "next call",
+        ch.unary("/test.Echo/Say", Request::new(echo(2))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.get_ref().id, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_fire_on_both_sides() {
+    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel();
+    let (dropped_tx, dropped_rx) = oneshot::channel();
+    let dropped_tx = Arc::new(parking_lot::Mutex::new(Some(dropped_tx)));
+    let server = Server::builder()
+        .unary("/test.Echo/Slow", move |req: Request<Echo>| {
+            let _ = seen_tx.send(req.time_left());
+            let signal = DropSignal(dropped_tx.lock().take());
+            async move {
+                let _signal = signal;
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                Ok(Response::new(req.into_inner()))
+            }
+        })
+        .build();
+    let (addr, _stop, _task) = start(server).await;
+    let ch = Channel::new(addr.to_string());
+    let err = within(
+        5,
+        "deadline",
+        ch.unary::<_, Echo>(
+            "/test.Echo/Slow",
+            Request::new(echo(1)).with_timeout(Duration::from_millis(100)),
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    let left = seen_rx
+        .recv()
+        .await
+        .unwrap()
+        .expect("the handler sees the deadline");
+    assert!(
+        left <= Duration::from_millis(100) && left > Duration::ZERO,
+        "time left {left:?}"
+    );
+    // The server stops the handler too, at its own deadline.
+    within(5, "server drops the handler", dropped_rx)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_methods_are_unimplemented_and_the_connection_stays_up() {
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::new(addr.to_string());
+    for path in ["/test.Echo/Nope", "/other.Service/Say"] {
+        let err = ch
+            .unary::<_, Echo>(path, Request::new(echo(1)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unimplemented, "{path}");
+    }
+    let ok: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(3)))
+        .await
+        .unwrap();
+    assert_eq!(ok.get_ref().id, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_concurrent_calls_on_one_connection() {
+    let (addr, _stop, _task) = start(echo_service().max_concurrent_calls(20_000).build()).await;
+    let ch = Channel::new(addr.to_string());
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..10_000u64 {
+        let ch = ch.clone();
+        tasks.spawn(async move {
+            let r: Response<Echo> = ch
+                .unary(
+                    "/test.Echo/Sleep",
+                    Request::new(Echo {
+                        id: i % 5,
+                        payload: Bytes::from(i.to_string()),
+                    }),
+                )
+                .await?;
+            assert_eq!(
+                r.get_ref().payload,
+                Bytes::from(i.to_string()),
+                "response routed to its own call"
+            );
+            Ok::<_, Status>(())
+        });
+    }
+    let mut ok = 0;
+    within(60, "10k calls", async {
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap().unwrap();
+            ok += 1;
+        }
+    })
+    .await;
+    assert_eq!(ok, 10_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_limit_fails_or_waits_as_configured() {
+    let server = || echo_service().max_concurrent_calls(2).build();
+    let (addr, _stop, _task) = start(server()).await;
+    // Fail fast: a third concurrent call is refused locally.
+    let ch = Channel::with_config(
+        addr.to_string(),
+        ChannelConfig {
+            wait_for_capacity: false,
+            ..ChannelConfig::default()
+        },
+    );
+    // Learn the server's settings first.
+    let _: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(0)))
+        .await
+        .unwrap();
+    let slow = |ch: &Channel| {
+        let ch = ch.clone();
+        tokio::spawn(async move {
+            ch.unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(300)))
+                .await
+        })
+    };
+    let (a, b) = (slow(&ch), slow(&ch));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let err = ch
+        .unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(1)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    a.await.unwrap().unwrap();
+    b.await.unwrap().unwrap();
+
+    // Wait: all of them complete, two at a time.
+    let ch = Channel::new(addr.to_string());
+    let _: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(0)))
+        .await
+        .unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..6 {
+        let (ch, done) = (ch.clone(), done.clone());
+        tasks.spawn(async move {
+            ch.unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(20)))
+                .await
+                .unwrap();
+            done.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    within(10, "queued calls", async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    assert_eq!(done.load(Ordering::Relaxed), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_server_fails_pending_calls_and_the_client_reconnects() {
+    let (addr, stop, task) = start(
+        echo_service()
+            .drain_timeout(Duration::from_millis(10))
+            .build(),
+    )
+    .await;
+    let ch = Channel::new(addr.to_string());
+    let _: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(0)))
+        .await
+        .unwrap();
+    let pending: Vec<_> = (0..20)
+        .map(|_| {
+            let ch = ch.clone();
+            tokio::spawn(async move {
+                ch.unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(10_000)))
+                    .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Kill: stop with a tiny drain timeout, so connections are aborted.
+    let _ = stop.send(());
+    task.await.unwrap();
+    for p in pending {
+        let err = within(5, "pending call fails", p)
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err}");
+    }
+    // Restart on the same port; the channel reconnects.
+    let listener = Listener::bind(addr, TcpConfig::default()).await.unwrap();
+    tokio::spawn(
+        echo_service()
+            .build()
+            .serve_listener(listener, std::future::pending()),
+    );
+    let ok = within(10, "reconnect", async {
+        loop {
+            match ch
+                .unary::<_, Echo>("/test.Echo/Say", Request::new(echo(9)))
+                .await
+            {
+                Ok(r) => break r,
+                Err(e) => {
+                    assert_eq!(e.code(), Code::Unavailable, "{e}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    })
+    .await;
+    assert_eq!(ok.get_ref().id, 9);
+}
