@@ -132,3 +132,21 @@ impl<T> Response<T> {
         (self.message, self.trailers)
     }
 }
+
+/// Anything a call accepts as its request: a message, or a [`Request`].
+pub trait IntoRequest<T> {
+    /// Wraps the message if needed.
+    fn into_request(self) -> Request<T>;
+}
+
+impl<T> IntoRequest<T> for T {
+    fn into_request(self) -> Request<T> {
+        Request::new(self)
+    }
+}
+
+impl<T> IntoRequest<T> for Request<T> {
+    fn into_request(self) -> Request<T> {
+        self
+    }
+}

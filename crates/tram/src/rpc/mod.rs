@@ -24,8 +24,8 @@ mod status;
 mod stream;
 
 pub use client::{Channel, ChannelConfig, RequestSink, ResponseStream};
-pub use message::{Request, Response};
-pub use server::{Kind, Server, ServerBuilder, ServerConfig};
+pub use message::{IntoRequest, Request, Response};
+pub use server::{Kind, Server, ServerBuilder, ServerConfig, Service};
 pub use status::Status;
 pub use stream::Streaming;
 pub use tram_wire::{Code, Metadata, metadata::MetadataBuilder};

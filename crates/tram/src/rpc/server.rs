@@ -180,7 +180,19 @@ where
     Ok(())
 }
 
+/// A set of methods registered together: what `tram-build` generates for
+/// each `.proto` service (`<Service>Server<T>`).
+pub trait Service {
+    /// Adds the service's methods to `builder`.
+    fn register(self, builder: ServerBuilder) -> ServerBuilder;
+}
+
 impl ServerBuilder {
+    /// Adds every method of `service`.
+    pub fn add_service(self, service: impl Service) -> Self {
+        service.register(self)
+    }
+
     /// Registers a unary method.
     pub fn unary<Req, Resp, F, Fut>(self, path: &str, f: F) -> Self
     where

@@ -1,0 +1,218 @@
+//! Writes the tram server trait, server wrapper and client of a service.
+
+use std::fmt::Write;
+
+use prost_build::{Method, Service, ServiceGenerator};
+
+pub(crate) struct TramGenerator {
+    pub(crate) client: bool,
+    pub(crate) server: bool,
+}
+
+impl ServiceGenerator for TramGenerator {
+    fn generate(&mut self, service: Service, buf: &mut String) {
+        if self.server {
+            server(&service, buf);
+        }
+        if self.client {
+            client(&service, buf);
+        }
+    }
+}
+
+fn path(service: &Service, method: &Method) -> String {
+    if service.package.is_empty() {
+        format!("/{}/{}", service.proto_name, method.proto_name)
+    } else {
+        format!(
+            "/{}.{}/{}",
+            service.package, service.proto_name, method.proto_name
+        )
+    }
+}
+
+/// Message types are relative to the package module; the generated code
+/// lives one module down.
+fn ty(rust_path: &str) -> String {
+    if rust_path.starts_with("::") || rust_path.starts_with("crate::") {
+        rust_path.to_owned()
+    } else {
+        format!("super::{rust_path}")
+    }
+}
+
+fn docs(comments: &prost_build::Comments, indent: &str, buf: &mut String) {
+    for line in comments.leading.iter().flat_map(|c| c.lines()) {
+        // protobuf keeps the space after `//`; write exactly one.
+        let line = line.strip_prefix(' ').unwrap_or(line);
+        let _ = writeln!(
+            buf,
+            "{indent}///{}{line}",
+            if line.is_empty() { "" } else { " " }
+        );
+    }
+}
+
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn stream_type(method: &Method) -> String {
+    format!("{}Stream", method.proto_name)
+}
+
+fn server(service: &Service, buf: &mut String) {
+    let name = &service.name;
+    let module = format!("{}_server", snake(name));
+    let _ = writeln!(buf, "/// Server side of `{}`.", service.proto_name);
+    let _ = writeln!(buf, "pub mod {module} {{");
+    buf.push_str("    #![allow(unused_imports, clippy::all)]\n    use ::tram::codegen::*;\n\n");
+    docs(&service.comments, "    ", buf);
+    let _ = writeln!(buf, "    pub trait {name}: Send + Sync + 'static {{");
+    for m in &service.methods {
+        let input = ty(&m.input_type);
+        let output = ty(&m.output_type);
+        let req = if m.client_streaming {
+            format!("Request<Streaming<{input}>>")
+        } else {
+            format!("Request<{input}>")
+        };
+        let resp = if m.server_streaming {
+            let st = stream_type(m);
+            let _ = writeln!(
+                buf,
+                "        /// The response stream of `{}`.\n        type {st}: Stream<Item = Result<{output}, Status>> + Send + 'static;",
+                m.proto_name
+            );
+            format!("Self::{st}")
+        } else {
+            output
+        };
+        docs(&m.comments, "        ", buf);
+        let _ = writeln!(
+            buf,
+            "        fn {}(&self, request: {req}) -> impl Future<Output = Result<Response<{resp}>, Status>> + Send;",
+            m.name
+        );
+    }
+    buf.push_str("    }\n\n");
+    let _ = writeln!(
+        buf,
+        "    /// Serves a [`{name}`] implementation: pass it to `ServerBuilder::add_service`.
+    pub struct {name}Server<T> {{
+        inner: Arc<T>,
+    }}
+
+    impl<T: {name}> {name}Server<T> {{
+        /// Wraps an implementation.
+        pub fn new(inner: T) -> Self {{
+            Self {{ inner: Arc::new(inner) }}
+        }}
+
+        /// Wraps an implementation already shared.
+        pub fn from_arc(inner: Arc<T>) -> Self {{
+            Self {{ inner }}
+        }}
+    }}
+
+    impl<T: {name}> Service for {name}Server<T> {{
+        fn register(self, builder: ServerBuilder) -> ServerBuilder {{"
+    );
+    for m in &service.methods {
+        let kind = match (m.client_streaming, m.server_streaming) {
+            (false, false) => "unary",
+            (false, true) => "server_streaming",
+            (true, false) => "client_streaming",
+            (true, true) => "bidi_streaming",
+        };
+        let _ = writeln!(
+            buf,
+            "            let inner = self.inner.clone();
+            let builder = builder.{kind}(\"{}\", move |request| {{
+                let inner = inner.clone();
+                async move {{ inner.{}(request).await }}
+            }});",
+            path(service, m),
+            m.name
+        );
+    }
+    buf.push_str("            builder\n        }\n    }\n}\n\n");
+}
+
+fn client(service: &Service, buf: &mut String) {
+    let name = &service.name;
+    let module = format!("{}_client", snake(name));
+    let _ = writeln!(buf, "/// Client side of `{}`.", service.proto_name);
+    let _ = writeln!(buf, "pub mod {module} {{");
+    buf.push_str("    #![allow(unused_imports, clippy::all)]\n    use ::tram::codegen::*;\n\n");
+    docs(&service.comments, "    ", buf);
+    let _ = writeln!(
+        buf,
+        "    #[derive(Debug, Clone)]
+    pub struct {name}Client {{
+        channel: Channel,
+    }}
+
+    impl {name}Client {{
+        /// A client over `channel`.
+        pub fn new(channel: Channel) -> Self {{
+            Self {{ channel }}
+        }}
+
+        /// A client for `target` (`host:port`); connects on the first call.
+        pub fn connect_lazy(target: impl Into<String>) -> Self {{
+            Self::new(Channel::new(target))
+        }}
+
+        /// The underlying channel.
+        pub fn channel(&self) -> &Channel {{
+            &self.channel
+        }}
+"
+    );
+    for m in &service.methods {
+        let input = ty(&m.input_type);
+        let output = ty(&m.output_type);
+        let p = path(service, m);
+        docs(&m.comments, "        ", buf);
+        let body = match (m.client_streaming, m.server_streaming) {
+            (false, false) => format!(
+                "pub async fn {}(&self, request: impl IntoRequest<{input}>) -> Result<Response<{output}>, Status> {{
+            self.channel.unary(\"{p}\", request.into_request()).await
+        }}",
+                m.name
+            ),
+            (false, true) => format!(
+                "pub async fn {}(&self, request: impl IntoRequest<{input}>) -> Result<ResponseStream<{output}>, Status> {{
+            self.channel.server_streaming(\"{p}\", request.into_request()).await
+        }}",
+                m.name
+            ),
+            (true, false) => format!(
+                "pub async fn {}(&self, request: Request<()>) -> Result<RequestSink<{input}, {output}>, Status> {{
+            self.channel.client_streaming(\"{p}\", request).await
+        }}",
+                m.name
+            ),
+            (true, true) => format!(
+                "pub async fn {}(&self, request: Request<()>) -> Result<(RequestSink<{input}, {output}>, ResponseStream<{output}>), Status> {{
+            self.channel.bidi_streaming(\"{p}\", request).await
+        }}",
+                m.name
+            ),
+        };
+        let _ = writeln!(buf, "        {body}\n");
+    }
+    buf.push_str("    }\n}\n\n");
+}
