@@ -1,99 +1,73 @@
-//! The quick-start demo: a message-stream echo server and a loaded client
-//! over one loopback TCP connection, with live progress and a result table.
+//! The quick-start demo: the kv cache server and a loaded client over one
+//! loopback TCP connection, with live progress and a result table.
 //!
-//! The client keeps 256 messages in flight for 3 seconds. Each message
-//! carries its send time, so every echo gives a round-trip latency.
+//! The server runs on its own tokio runtime (its own 2 threads), the client
+//! on another. The client preloads 10,000 keys through one `BulkSet` stream
+//! (client streaming), then 64 tasks run a 90/10 Get/Set mix for 3 seconds,
+//! and a watcher counts the Set events it is streamed meanwhile.
 //!
 //! `cargo run --release -p tram-examples --bin demo`
 
-use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use hdrhistogram::Histogram;
-use tokio::sync::Semaphore;
-use tram::conn::{self, Config, Connection, LengthDelimited, TcpConfig};
+use tram::conn::{Listener, TcpConfig};
+use tram::rpc::Server;
+use tram_examples::kv::KvStore;
+use tram_examples::load::{self, LoadConfig, Phase};
+use tram_examples::proto::kv::{self, kv_client::KvClient, kv_server::KvServer};
 
-const IN_FLIGHT: usize = 256;
-const PAYLOAD: usize = 16;
-const RUN: Duration = Duration::from_secs(3);
+fn main() -> anyhow::Result<()> {
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let listener = server_rt.block_on(Listener::bind("127.0.0.1:0", TcpConfig::default()))?;
+    let addr = listener.local_addr()?;
+    let server = Server::builder()
+        .add_service(KvServer::new(KvStore::default()))
+        .build();
+    server_rt.spawn(server.serve_listener(listener, std::future::pending()));
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> anyhow::Result<()> {
-    let addr = tram_examples::spawn_echo_server(LengthDelimited::new()).await?;
-    let stream = conn::connect(addr, &TcpConfig::default()).await?;
-    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
-    println!(
-        "tram message-stream echo over {addr}: {PAYLOAD}-byte messages, {IN_FLIGHT} in flight, {}s",
-        RUN.as_secs()
-    );
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    client_rt.block_on(async {
+        let cfg = LoadConfig::default();
+        println!(
+            "tram kv demo on {addr}: {} keys of {} bytes, {} calls in flight for {}s",
+            cfg.keys,
+            cfg.value_size,
+            cfg.concurrency,
+            cfg.duration.as_secs()
+        );
+        let client = KvClient::connect_lazy(addr.to_string());
+        let preload = load::preload(&client, &cfg).await?;
 
-    let epoch = Instant::now();
-    let window = Arc::new(Semaphore::new(IN_FLIGHT));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = tokio::spawn({
-        let (window, stop) = (window.clone(), stop.clone());
-        async move {
-            let mut msg = BytesMut::with_capacity(PAYLOAD);
-            while !stop.load(Ordering::Relaxed) {
-                window.acquire().await?.forget();
-                // The payload starts with the send time in nanoseconds.
-                msg.put_u64(epoch.elapsed().as_nanos() as u64);
-                msg.resize(PAYLOAD, 0);
-                sender.send(msg.split().freeze()).await?;
+        // A watcher streams every change while the mix runs.
+        let seen = Arc::new(AtomicU64::new(0));
+        let mut events = client.watch(kv::WatchRequest { prefix: "key/".into() }).await?;
+        let watcher = tokio::spawn({
+            let seen = seen.clone();
+            async move {
+                while let Ok(Some(_)) = events.message().await {
+                    seen.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            anyhow::Ok(())
-        }
-    });
+        });
+        let mix = load::mix(&client, &cfg, true).await?;
+        watcher.abort();
 
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
-    let mut done = 0u64;
-    let mut next_report = Instant::now() + Duration::from_millis(500);
-    let start = Instant::now();
-    while start.elapsed() < RUN {
-        let echo: Bytes = match tokio::time::timeout(Duration::from_secs(1), inbound.recv()).await {
-            Ok(Some(m)) => m?,
-            Ok(None) => anyhow::bail!("server closed the connection"),
-            Err(_) => anyhow::bail!("no echo for a second"),
-        };
-        let sent = (&echo[..8]).get_u64();
-        hist.record(
-            (epoch.elapsed().as_nanos() as u64)
-                .saturating_sub(sent)
-                .max(1),
-        )?;
-        window.add_permits(1);
-        done += 1;
-        if Instant::now() >= next_report {
-            next_report += Duration::from_millis(500);
-            eprint!(
-                "\r  {:>5.1}s  {:>10} echoes  {:>8.0} k/s  p99 {:>7.1} µs",
-                start.elapsed().as_secs_f64(),
-                done,
-                done as f64 / start.elapsed().as_secs_f64() / 1e3,
-                hist.value_at_quantile(0.99) as f64 / 1e3
-            );
-            std::io::stderr().flush()?;
-        }
-    }
-    let secs = start.elapsed().as_secs_f64();
-    stop.store(true, Ordering::Relaxed);
-    writer.abort();
-    eprintln!();
-
-    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1e3;
-    println!();
-    println!("| echoes | echoes/s | p50 µs | p99 µs | p99.9 µs | max µs |");
-    println!("|---|---|---|---|---|---|");
-    println!(
-        "| {done} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} |",
-        done as f64 / secs,
-        us(0.5),
-        us(0.99),
-        us(0.999),
-        hist.max() as f64 / 1e3
-    );
-    Ok(())
+        println!();
+        println!("{}", Phase::header());
+        println!("{}", preload.row());
+        println!("{}", mix.row());
+        println!();
+        println!(
+            "watcher: {} change events streamed during the mix (slow watchers are told they lagged)",
+            seen.load(Ordering::Relaxed)
+        );
+        anyhow::Ok(())
+    })
 }
