@@ -53,7 +53,17 @@ pub(crate) struct Start {
     metadata: Metadata,
     deadline: Option<Instant>,
     out: Sender<RpcEncoder>,
-    shared: Arc<CallShared>,
+    /// Stream state; only calls that stream in either direction have it
+    /// (a unary call allocates none).
+    shared: Option<Arc<CallShared>>,
+}
+
+impl Start {
+    /// The call's stream state. Routes of streaming kinds always get one;
+    /// the fallback only keeps this total.
+    fn stream_state(&self) -> Arc<CallShared> {
+        self.shared.clone().unwrap_or_else(|| CallShared::new(1, 1))
+    }
 }
 
 type Handler = Box<dyn Fn(Start) -> BoxFuture + Send + Sync>;
@@ -173,9 +183,10 @@ where
     M: prost::Message,
     S: Stream<Item = Result<M, Status>>,
 {
+    let shared = &start.stream_state();
     let mut stream = pin!(stream);
     while let Some(item) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
-        send_message(&start.out, &start.shared, start.call, &item?, false).await?;
+        send_message(&start.out, shared, start.call, &item?, false).await?;
     }
     Ok(())
 }
@@ -262,7 +273,7 @@ impl ServerBuilder {
     {
         self.route(path, Kind::ClientStreaming, move |start: Start| {
             let requests =
-                Streaming::new(start.shared.clone(), start.out.clone(), start.call, None);
+                Streaming::new(start.stream_state(), start.out.clone(), start.call, None);
             let fut = f(Request::from_wire(
                 requests,
                 start.metadata.clone(),
@@ -286,7 +297,7 @@ impl ServerBuilder {
     {
         self.route(path, Kind::Bidi, move |start: Start| {
             let requests =
-                Streaming::new(start.shared.clone(), start.out.clone(), start.call, None);
+                Streaming::new(start.stream_state(), start.out.clone(), start.call, None);
             let fut = f(Request::from_wire(
                 requests,
                 start.metadata.clone(),
@@ -458,7 +469,7 @@ impl Server {
 struct CallEntry {
     /// Its handler future in the executor, while it runs.
     task: Option<usize>,
-    shared: Arc<CallShared>,
+    shared: Option<Arc<CallShared>>,
     /// The client may still send on it.
     client_open: bool,
     /// We have sent (or the handler is about to send) the final frame.
@@ -535,9 +546,9 @@ async fn serve_connection(
     .await;
     d.exec.clear();
     for (_, entry) in d.calls.drain() {
-        entry
-            .shared
-            .abort(Status::unavailable("connection closing"));
+        if let Some(s) = entry.shared {
+            s.abort(Status::unavailable("connection closing"));
+        }
     }
     match outcome {
         Ok(()) => Ok(()),
@@ -642,7 +653,11 @@ impl Driver {
                         m.call
                     )));
                 }
-                if entry.shared.push(m.payload).is_err() {
+                let accepted = entry
+                    .shared
+                    .as_ref()
+                    .is_some_and(|s| s.push(m.payload).is_ok());
+                if !accepted {
                     return Err(violation(format!(
                         "MESSAGE without credit on call {}",
                         m.call
@@ -676,9 +691,9 @@ impl Driver {
                     if let Some(task) = entry.task {
                         self.exec.cancel(task);
                     }
-                    entry
-                        .shared
-                        .abort(Status::cancelled("cancelled by the client"));
+                    if let Some(s) = &entry.shared {
+                        s.abort(Status::cancelled("cancelled by the client"));
+                    }
                     if !entry.server_done {
                         let end = Status::new(c.code, "cancelled by the client").to_wire(c.call);
                         let _ = self.out.force_send(Frame::End(end));
@@ -687,8 +702,8 @@ impl Driver {
                 Ok(())
             }
             Frame::Credit(c) => {
-                if let Some(entry) = self.calls.get(&c.call) {
-                    if entry.shared.add_credit(c.n).is_err() {
+                if let Some(shared) = self.calls.get(&c.call).and_then(|e| e.shared.as_ref()) {
+                    if shared.add_credit(c.n).is_err() {
                         return Err(violation(format!("credit overflow on call {}", c.call)));
                     }
                 }
@@ -714,7 +729,9 @@ impl Driver {
     fn client_closed(&mut self, call: CallId) {
         if let Some(entry) = self.calls.get_mut(&call) {
             entry.client_open = false;
-            entry.shared.close_inbox(Ok(()));
+            if let Some(s) = &entry.shared {
+                s.close_inbox(Ok(()));
+            }
             if entry.server_done {
                 self.calls.remove(&call);
             }
@@ -733,11 +750,9 @@ impl Driver {
             return Ok(());
         }
         self.call_seq += 1;
-        let peer = self.peer.unwrap_or_default();
-        let shared = CallShared::new(self.settings.initial_credit, peer.initial_credit);
         let mut entry = CallEntry {
             task: None,
-            shared: shared.clone(),
+            shared: None,
             client_open: !c.end_stream,
             server_done: false,
         };
@@ -745,9 +760,11 @@ impl Driver {
             let _ = this.out.force_send(Frame::End(status.to_wire(c.call)));
             entry.server_done = true;
             if entry.client_open {
-                entry
-                    .shared
-                    .close_inbox(Err(Status::cancelled("call rejected")));
+                // Further MESSAGE frames are discarded until the client
+                // closes (PROTOCOL.md §6.1).
+                let shared = CallShared::new(tram_wire::MAX_CREDIT, 0);
+                shared.close_inbox(Err(Status::cancelled("call rejected")));
+                entry.shared = Some(shared);
                 this.calls.insert(c.call, entry);
             }
             Ok(())
@@ -781,16 +798,21 @@ impl Driver {
         }
         let deadline = c.timeout().map(|t| Instant::now() + t);
         let mut message = c.message;
-        if route.kind.streams_requests() {
-            // The CALL's message is the stream's first (and uses credit).
-            if let Some(first) = message.take() {
-                if shared.push(first).is_err() {
-                    return Err(violation("CALL message without credit"));
+        if route.kind != Kind::Unary {
+            let peer = self.peer.unwrap_or_default();
+            let shared = CallShared::new(self.settings.initial_credit, peer.initial_credit);
+            if route.kind.streams_requests() {
+                // The CALL's message is the stream's first (and uses credit).
+                if let Some(first) = message.take() {
+                    if shared.push(first).is_err() {
+                        return Err(violation("CALL message without credit"));
+                    }
+                }
+                if c.end_stream {
+                    shared.close_inbox(Ok(()));
                 }
             }
-            if c.end_stream {
-                shared.close_inbox(Ok(()));
-            }
+            entry.shared = Some(shared);
         }
         let start = Start {
             call: c.call,
@@ -798,7 +820,7 @@ impl Driver {
             metadata: c.metadata.unwrap_or_default(),
             deadline,
             out: self.out.clone(),
-            shared,
+            shared: entry.shared.clone(),
         };
         let fut = (route.handler)(start);
         match self.exec.spawn(fut, c.call) {
