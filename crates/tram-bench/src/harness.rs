@@ -33,6 +33,7 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         std::io::stdout().flush()?;
         let server = match args.bench.as_str() {
             "stream" => tokio::spawn(crate::stream::serve(args.system.clone(), listener)),
+            "compare" => tokio::spawn(crate::compare::serve(args.system.clone(), listener)),
             other => bail!("unknown bench {other}"),
         };
         // The parent closes our stdin when it is done (or dies).

@@ -3,10 +3,13 @@
 //!
 //! # Layout
 //!
+//! - `compare`: unary RPC echo, tram against tonic and protosocket-rpc and
+//!   a raw-TCP floor.
 //! - `stream`: message-stream echo throughput (tram's `conn` layer against a
 //!   minimal hand-written tokio echo).
 //! - `harness`: server child processes, CPU accounting, round statistics.
 
+mod compare;
 mod harness;
 mod stream;
 
@@ -24,6 +27,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Unary RPC echo: tram vs tonic vs protosocket-rpc vs a raw floor.
+    Compare(compare::Args),
     /// Pipelined echo over one loopback connection: messages per second.
     Stream(stream::Args),
     /// (internal) Runs one system's server; prints its port, exits when
@@ -34,6 +39,7 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Compare(args) => compare::run(&args),
         Command::Stream(args) => stream::run(&args),
         Command::Serve(args) => harness::serve(&args),
     }

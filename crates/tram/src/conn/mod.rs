@@ -52,6 +52,7 @@ pub struct Config {
     max_queued_bytes: usize,
     buffer_size: usize,
     flush: FlushPolicy,
+    inline_writes: bool,
 }
 
 impl Default for Config {
@@ -61,6 +62,7 @@ impl Default for Config {
             max_queued_bytes: 1 << 20,
             buffer_size: 64 << 10,
             flush: FlushPolicy::Immediate,
+            inline_writes: true,
         }
     }
 }
@@ -87,6 +89,17 @@ impl Config {
     /// buffers (default 64 KiB).
     pub fn buffer_size(mut self, n: usize) -> Self {
         self.buffer_size = n.max(64);
+        self
+    }
+
+    /// Under [`FlushPolicy::Immediate`], whether a sender that finds nobody
+    /// writing writes the queue itself (default `true`). Best when one task
+    /// produces most messages (it writes right after it produced, with no
+    /// hand-off). With many independent tasks each sending one message,
+    /// turn it off: they then only queue, and the writer task sends what
+    /// all of them queued in one write.
+    pub fn inline_writes(mut self, on: bool) -> Self {
+        self.inline_writes = on;
         self
     }
 
@@ -182,13 +195,7 @@ impl Connection {
         E: Send + 'static,
     {
         let inbound = Inbound::new(read, decoder, config.buffer_size, config.max_frame_len);
-        let (sender, writer) = outbound::channel(
-            encoder,
-            write,
-            config.flush,
-            config.max_queued_bytes,
-            config.buffer_size,
-        );
+        let (sender, writer) = outbound::channel(encoder, write, config);
         tokio::spawn(async move {
             if let Err(e) = writer.await {
                 tracing::debug!(error = %e, "message stream writer stopped");

@@ -97,6 +97,12 @@ impl Listener {
         Ok(Listener { inner, config })
     }
 
+    /// Wraps a tokio listener that is already bound (the config's buffer
+    /// sizes then apply only to sockets created here, not to `inner`).
+    pub fn from_tokio(inner: TcpListener, config: TcpConfig) -> Listener {
+        Listener { inner, config }
+    }
+
     /// Accepts the next connection.
     ///
     /// # Errors

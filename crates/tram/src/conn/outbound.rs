@@ -79,6 +79,8 @@ pub(crate) struct Shared<E> {
     written: AtomicU64,
     senders: AtomicUsize,
     policy: FlushPolicy,
+    /// Senders may write inline (Immediate only).
+    inline: bool,
     max_queued: usize,
 }
 
@@ -393,8 +395,14 @@ impl<E> Drop for Cork<'_, E> {
         let shared = &*self.sender.shared;
         let mut st = shared.state.lock();
         st.corked -= 1;
-        let then = if st.corked == 0 && shared.policy == FlushPolicy::Immediate {
+        let then = if st.corked == 0 && shared.policy == FlushPolicy::Immediate && shared.inline {
             shared.take_for_inline(&mut st)
+        } else if st.corked == 0
+            && shared.policy == FlushPolicy::Immediate
+            && !st.queue.is_empty()
+            && std::mem::replace(&mut st.writer_idle, false)
+        {
+            Then::WakeWriter
         } else {
             Then::Nothing
         };
@@ -450,7 +458,8 @@ impl<E> Shared<E> {
             return Then::Nothing;
         }
         st.queued_total += (after - before) as u64;
-        if before == 0 {
+        if before == 0 && matches!(self.policy, FlushPolicy::Linger { .. }) {
+            // Only Linger needs the age of the oldest byte (a clock read).
             st.oldest = Some(Instant::now());
         }
         match self.policy {
@@ -463,7 +472,14 @@ impl<E> Shared<E> {
                     Then::Nothing
                 }
             }
-            FlushPolicy::Immediate => self.take_for_inline(st),
+            FlushPolicy::Immediate if self.inline => self.take_for_inline(st),
+            FlushPolicy::Immediate => {
+                if std::mem::replace(&mut st.writer_idle, false) {
+                    Then::WakeWriter
+                } else {
+                    Then::Nothing
+                }
+            }
             FlushPolicy::Linger { max_bytes, .. } => {
                 let train_full = before < max_bytes && after >= max_bytes;
                 if st.writer_idle && (before == 0 || train_full) {
@@ -605,9 +621,7 @@ impl<E> Shared<E> {
 pub(crate) fn channel<E, W>(
     encoder: E,
     io: W,
-    policy: FlushPolicy,
-    max_queued: usize,
-    buffer: usize,
+    config: super::Config,
 ) -> (
     Sender<E>,
     impl Future<Output = Result<(), Error>> + Send + 'static,
@@ -616,6 +630,7 @@ where
     E: Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let (policy, max_queued, buffer) = (config.flush, config.max_queued_bytes, config.buffer_size);
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: BytesMut::with_capacity(buffer),
@@ -637,6 +652,7 @@ where
         written: AtomicU64::new(0),
         senders: AtomicUsize::new(1),
         policy,
+        inline: config.inline_writes,
         max_queued: max_queued.max(1),
     });
     let writer = write_loop(shared.clone());

@@ -43,6 +43,12 @@ pub struct ChannelConfig {
     /// When a connection is at the server's `max_concurrent_calls`: wait
     /// for a slot (`true`, default) or fail with `RESOURCE_EXHAUSTED`.
     pub wait_for_capacity: bool,
+    /// Whether a caller that finds the connection idle writes its call
+    /// itself (default `true`; see [`conn::Config::inline_writes`]). When
+    /// off, calls are only queued and the connection's writer task sends
+    /// them; measured with `tram-bench compare`, inline was as fast or
+    /// faster at 1, 32 and 256 calls in flight.
+    pub inline_writes: bool,
     /// Limits this client announces (its receive side).
     pub settings: Settings,
     /// Socket options.
@@ -59,6 +65,7 @@ impl Default for ChannelConfig {
             backoff_base: Duration::from_millis(100),
             backoff_max: Duration::from_secs(10),
             wait_for_capacity: true,
+            inline_writes: true,
             settings: Settings::DEFAULT,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
@@ -454,8 +461,12 @@ impl ClientConn {
         end_stream: bool,
         shared: Option<Arc<CallShared>>,
     ) -> Result<CallHandle, Status> {
+        // The first check registers nothing; only after finding no room is a
+        // wake-up registered, and the check repeated before waiting, so that
+        // a slot freed (notify_one: a stored permit) or the connection
+        // breaking (caught by the re-check) is never missed.
+        let mut registered = None;
         let id = loop {
-            let notified = self.capacity.notified();
             {
                 let mut calls = self.calls.lock();
                 if let Some(s) = &calls.broken {
@@ -484,7 +495,10 @@ impl ClientConn {
                     ));
                 }
             }
-            notified.await;
+            match registered.take() {
+                Some(notified) => notified.await,
+                None => registered = Some(self.capacity.notified()),
+            }
         };
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let mut handle = CallHandle {

@@ -29,3 +29,27 @@ pub use server::{Kind, Server, ServerBuilder, ServerConfig, Service};
 pub use status::Status;
 pub use stream::Streaming;
 pub use tram_wire::{Code, Metadata, metadata::MetadataBuilder};
+
+/// Hashes the small integer keys of per-connection tables (call ids,
+/// method numbers) with one multiplication instead of SipHash: the keys
+/// come from one peer, and each table is bounded by the connection's limits.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A per-connection table keyed by call id or method number.
+pub(crate) type IdMap<V> =
+    std::collections::HashMap<u32, V, std::hash::BuildHasherDefault<IdHasher>>;

@@ -482,8 +482,8 @@ struct Driver {
     peer: Option<Settings>,
     out: Sender<RpcEncoder>,
     /// Method numbers bound by the client, to our routes (`None`: unknown).
-    methods: HashMap<u32, Option<String>>,
-    calls: HashMap<CallId, CallEntry>,
+    methods: super::IdMap<Option<String>>,
+    calls: super::IdMap<CallEntry>,
     exec: Exec<CallId>,
     /// CALL frames accepted so far.
     call_seq: u64,
@@ -522,8 +522,8 @@ async fn serve_connection(
         settings,
         peer: None,
         out,
-        methods: HashMap::new(),
-        calls: HashMap::new(),
+        methods: super::IdMap::default(),
+        calls: super::IdMap::default(),
         exec: Exec::new(),
         call_seq: 0,
         going_away: false,

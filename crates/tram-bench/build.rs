@@ -1,0 +1,15 @@
+//! Generates tonic's echo service (the gRPC side of `compare`) from
+//! `proto/echo.proto`, compiled with protox: no system protoc.
+
+fn main() -> std::io::Result<()> {
+    let fds = protox::compile(["proto/echo.proto"], ["proto"])
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut config = prost_build::Config::new();
+    config.bytes(["."]);
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds_with_config(fds, config)?;
+    println!("cargo:rerun-if-changed=proto/echo.proto");
+    Ok(())
+}

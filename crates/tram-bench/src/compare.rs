@@ -1,0 +1,568 @@
+//! `compare`: the same unary echo service (`uint64 id = 1; bytes payload =
+//! 2;`) on tram, tonic (gRPC over HTTP/2) and protosocket-rpc, plus a
+//! pipelined raw-TCP floor; each server in its own process, one TCP
+//! connection, `C` calls in flight, systems interleaved in every round.
+//!
+//! How the peers are configured, following their own examples and docs:
+//! - tonic 0.14: generated client and server (tonic-prost-build), default
+//!   `Server` and `Endpoint` settings (TCP_NODELAY on, one HTTP/2
+//!   connection multiplexing every call).
+//! - protosocket-rpc 2.0.2: `SocketRpcServer` over `TcpSocketListener`, a
+//!   `PooledEncoder<ProstSerializer>` + `ProstDecoder` codec, 4 MiB max
+//!   buffer, 1 MiB allocation increment, 512 queued outbound messages (its
+//!   example server's values); the client's connection future spawned on the
+//!   runtime, `send_unary` per call.
+//! - floor: a length-prefixed echo with `C` frames kept in flight by one
+//!   writer and one reader task: no correlation, no per-call task, the least
+//!   work a loopback round trip can take.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use hdrhistogram::Histogram;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+use crate::harness::{Server, Summary, runtime, self_cpu, si};
+
+/// tonic's generated code.
+#[allow(clippy::all, missing_docs, unreachable_pub)]
+mod pb {
+    tonic::include_proto!("bench");
+}
+
+use pb::EchoMessage;
+
+const PATH: &str = "/bench.Echo/Say";
+const SYSTEMS: [&str; 4] = ["tram", "tonic", "protosocket", "floor"];
+
+/// Options of `tram-bench compare`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct Args {
+    /// Systems to measure, interleaved in each round.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tram,tonic,protosocket,floor"
+    )]
+    systems: Vec<String>,
+    /// Calls in flight.
+    #[arg(long, value_delimiter = ',', default_value = "1,32,256")]
+    concurrency: Vec<usize>,
+    /// Payload bytes per call.
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    payload: Vec<usize>,
+    /// Rounds (each system once per round, per setting).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Seconds measured per system per round.
+    #[arg(long, default_value_t = 2.0)]
+    secs: f64,
+    /// Seconds of warm-up before each measurement.
+    #[arg(long, default_value_t = 0.5)]
+    warmup: f64,
+    /// Runtime worker threads in each process.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+}
+
+struct Sample {
+    rate: f64,
+    client_us: f64,
+    server_us: f64,
+    latency: Histogram<u64>,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    for s in &args.systems {
+        if !SYSTEMS.contains(&s.as_str()) {
+            bail!("unknown system {s:?}; known: {}", SYSTEMS.join(", "));
+        }
+    }
+    let servers = args
+        .systems
+        .iter()
+        .map(|s| Server::start("compare", s, args.workers))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let rt = runtime(args.workers)?;
+    println!(
+        "unary echo: {} rounds x {}s per system, {} workers per process, systems interleaved",
+        args.rounds, args.secs, args.workers
+    );
+    for &payload in &args.payload {
+        for &c in &args.concurrency {
+            let mut samples: Vec<Vec<Sample>> = args.systems.iter().map(|_| Vec::new()).collect();
+            for round in 0..args.rounds {
+                for (i, (system, server)) in args.systems.iter().zip(&servers).enumerate() {
+                    let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
+                    let s = rt.block_on(measure(system, addr, server, c, payload, args))?;
+                    eprintln!(
+                        "  {payload} B, C={c}, round {}: {system:>11} {:>8} calls/s  p99 {:>8.1} µs",
+                        round + 1,
+                        si(s.rate),
+                        s.latency.value_at_quantile(0.99) as f64 / 1e3
+                    );
+                    samples[i].push(s);
+                }
+            }
+            print_table(args, payload, c, &samples);
+        }
+    }
+    Ok(())
+}
+
+fn print_table(args: &Args, payload: usize, c: usize, samples: &[Vec<Sample>]) {
+    println!("\n{payload}-byte payload, {c} calls in flight:\n");
+    println!(
+        "| system | calls/s (median) | range | p50 µs | p99 µs | p99.9 µs | max µs | client CPU µs/call | server CPU µs/call |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (i, system) in args.systems.iter().enumerate() {
+        let rate = Summary::of(&samples[i].iter().map(|s| s.rate).collect::<Vec<_>>());
+        let cu = Summary::of(&samples[i].iter().map(|s| s.client_us).collect::<Vec<_>>());
+        let su = Summary::of(&samples[i].iter().map(|s| s.server_us).collect::<Vec<_>>());
+        let mut all = Histogram::<u64>::new(3).expect("histogram");
+        for s in &samples[i] {
+            let _ = all.add(&s.latency);
+        }
+        let us = |q: f64| all.value_at_quantile(q) as f64 / 1e3;
+        println!(
+            "| {system} | {} | {}–{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |",
+            si(rate.median),
+            si(rate.min),
+            si(rate.max),
+            us(0.5),
+            us(0.99),
+            us(0.999),
+            all.max() as f64 / 1e3,
+            cu.median,
+            su.median
+        );
+    }
+    let Some(tram) = args.systems.iter().position(|s| s == "tram") else {
+        return;
+    };
+    println!("\n| ratio (per round, then median) | calls/s | range |\n|---|---|---|");
+    for (i, system) in args.systems.iter().enumerate() {
+        if i == tram {
+            continue;
+        }
+        let r: Vec<f64> = samples[tram]
+            .iter()
+            .zip(&samples[i])
+            .map(|(a, b)| a.rate / b.rate)
+            .collect();
+        let q = Summary::of(&r);
+        println!(
+            "| tram / {system} | {:.2}x | {:.2}–{:.2}x |",
+            q.median, q.min, q.max
+        );
+    }
+}
+
+async fn measure(
+    system: &str,
+    addr: SocketAddr,
+    server: &Server,
+    c: usize,
+    payload: usize,
+    args: &Args,
+) -> anyhow::Result<Sample> {
+    let done = Arc::new(AtomicU64::new(0));
+    let recording = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = Load {
+        c,
+        payload: Bytes::from(vec![0xab; payload]),
+        done: done.clone(),
+        recording: recording.clone(),
+        stop: stop.clone(),
+    };
+    let task = match system {
+        "tram" => tokio::spawn(load.tram(addr)),
+        "tonic" => tokio::spawn(load.tonic(addr)),
+        "protosocket" => tokio::spawn(load.protosocket(addr)),
+        _ => tokio::spawn(load.floor(addr)),
+    };
+    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
+    recording.store(true, Ordering::Relaxed);
+    let (n0, t0, c0, s0) = (
+        done.load(Ordering::Relaxed),
+        Instant::now(),
+        self_cpu()?,
+        server.cpu()?,
+    );
+    tokio::time::sleep(Duration::from_secs_f64(args.secs)).await;
+    let (n1, t1, c1, s1) = (
+        done.load(Ordering::Relaxed),
+        Instant::now(),
+        self_cpu()?,
+        server.cpu()?,
+    );
+    recording.store(false, Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    let latency = tokio::time::timeout(Duration::from_secs(10), task)
+        .await??
+        .map_err(|e| anyhow::anyhow!("{system}: {e}"))?;
+    let n = (n1 - n0) as f64;
+    if n == 0.0 {
+        bail!("{system}: no calls completed");
+    }
+    Ok(Sample {
+        rate: n / (t1 - t0).as_secs_f64(),
+        client_us: (c1 - c0).as_secs_f64() * 1e6 / n,
+        server_us: (s1 - s0).as_secs_f64() * 1e6 / n,
+        latency,
+    })
+}
+
+/// A closed-loop load: `c` callers, each calling again as soon as its call
+/// returns. Latency is recorded while `recording` is set.
+#[derive(Clone)]
+struct Load {
+    c: usize,
+    payload: Bytes,
+    done: Arc<AtomicU64>,
+    recording: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+}
+
+type Hist = Histogram<u64>;
+
+fn new_hist() -> Hist {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds")
+}
+
+impl Load {
+    /// Runs `c` callers of `call` until stopped; merges their histograms.
+    async fn callers<F, Fut>(&self, call: F) -> anyhow::Result<Hist>
+    where
+        F: Fn(u64) -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = anyhow::Result<u64>> + Send,
+    {
+        let mut tasks = Vec::new();
+        for t in 0..self.c {
+            let (this, call) = (self.clone(), call.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut hist = new_hist();
+                let mut id = (t as u64) << 40;
+                while !this.stop.load(Ordering::Relaxed) {
+                    id += 1;
+                    let began = Instant::now();
+                    let got = call(id).await?;
+                    anyhow::ensure!(got == id, "response {got} for request {id}");
+                    if this.recording.load(Ordering::Relaxed) {
+                        hist.record((began.elapsed().as_nanos() as u64).max(1))?;
+                    }
+                    this.done.fetch_add(1, Ordering::Relaxed);
+                }
+                anyhow::Ok(hist)
+            }));
+        }
+        let mut all = new_hist();
+        for t in tasks {
+            all.add(t.await??)?;
+        }
+        Ok(all)
+    }
+
+    async fn tram(self, addr: SocketAddr) -> anyhow::Result<Hist> {
+        let ch = tram::rpc::Channel::new(addr.to_string());
+        let payload = self.payload.clone();
+        self.callers(move |id| {
+            let (ch, payload) = (ch.clone(), payload.clone());
+            async move {
+                let r: tram::rpc::Response<EchoMessage> = ch
+                    .unary(PATH, tram::rpc::Request::new(EchoMessage { id, payload }))
+                    .await?;
+                Ok(r.get_ref().id)
+            }
+        })
+        .await
+    }
+
+    async fn tonic(self, addr: SocketAddr) -> anyhow::Result<Hist> {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await?;
+        let client = pb::echo_client::EchoClient::new(channel);
+        let payload = self.payload.clone();
+        self.callers(move |id| {
+            let (mut client, payload) = (client.clone(), payload.clone());
+            async move { Ok(client.say(EchoMessage { id, payload }).await?.get_ref().id) }
+        })
+        .await
+    }
+
+    async fn protosocket(self, addr: SocketAddr) -> anyhow::Result<Hist> {
+        let config = protosocket_rpc::client::Configuration::new(
+            protosocket_rpc::client::TcpStreamConnector,
+        );
+        let (client, connection) =
+            protosocket_rpc::client::connect::<ps::ClientCodec, _>(addr, &config).await?;
+        let driver = tokio::spawn(connection);
+        let client = Arc::new(client);
+        let payload = self.payload.clone();
+        let hist = self
+            .callers(move |id| {
+                let (client, payload) = (client.clone(), payload.clone());
+                async move {
+                    // protosocket-rpc 2.0.2 takes the message id from the
+                    // caller: it must be unique per call in flight.
+                    let completion = client.send_unary(ps::Msg {
+                        request_id: id,
+                        code: 0,
+                        id,
+                        payload,
+                    })?;
+                    Ok(completion.await?.id)
+                }
+            })
+            .await;
+        driver.abort();
+        hist
+    }
+
+    async fn floor(self, addr: SocketAddr) -> anyhow::Result<Hist> {
+        // Frames: u32 length, u64 send time (ns since `epoch`), payload.
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (mut rd, mut wr) = stream.into_split();
+        let epoch = Instant::now();
+        let in_flight = Arc::new(AtomicU64::new(0));
+        let room = Arc::new(Notify::new());
+        let writer = tokio::spawn({
+            let (this, in_flight, room) = (self.clone(), in_flight.clone(), room.clone());
+            async move {
+                let mut buf = BytesMut::new();
+                while !this.stop.load(Ordering::Relaxed) {
+                    let free = this.c as u64 - in_flight.load(Ordering::Acquire).min(this.c as u64);
+                    if free == 0 {
+                        let _ =
+                            tokio::time::timeout(Duration::from_millis(1), room.notified()).await;
+                        continue;
+                    }
+                    buf.clear();
+                    let now = epoch.elapsed().as_nanos() as u64;
+                    for _ in 0..free {
+                        buf.put_u32((8 + this.payload.len()) as u32);
+                        buf.put_u64(now);
+                        buf.put_slice(&this.payload);
+                    }
+                    in_flight.fetch_add(free, Ordering::AcqRel);
+                    if wr.write_all(&buf).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let mut hist = new_hist();
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        while !self.stop.load(Ordering::Relaxed) {
+            if rd.read_buf(&mut buf).await? == 0 {
+                break;
+            }
+            let now = epoch.elapsed().as_nanos() as u64;
+            let mut n = 0;
+            while buf.len() >= 4 {
+                let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                if buf.len() < 4 + len {
+                    break;
+                }
+                let sent = (&buf[4..12]).get_u64();
+                buf.advance(4 + len);
+                if self.recording.load(Ordering::Relaxed) {
+                    hist.record(now.saturating_sub(sent).max(1))?;
+                }
+                n += 1;
+            }
+            in_flight.fetch_sub(n, Ordering::AcqRel);
+            self.done.fetch_add(n, Ordering::Relaxed);
+            room.notify_one();
+            buf.reserve(64 * 1024);
+        }
+        writer.abort();
+        Ok(hist)
+    }
+}
+
+/// Serves one system on `listener` until aborted.
+pub(crate) async fn serve(system: String, listener: TcpListener) -> anyhow::Result<()> {
+    match system.as_str() {
+        "tram" => {
+            let server = tram::rpc::Server::builder()
+                .max_concurrent_calls(65_536)
+                .unary(PATH, |req: tram::rpc::Request<EchoMessage>| async move {
+                    Ok(tram::rpc::Response::new(req.into_inner()))
+                })
+                .build();
+            let listener =
+                tram::conn::Listener::from_tokio(listener, tram::conn::TcpConfig::default());
+            server
+                .serve_listener(listener, std::future::pending())
+                .await?;
+        }
+        "tonic" => {
+            use tokio_stream::StreamExt;
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
+                s.and_then(|s| {
+                    s.set_nodelay(true)?;
+                    Ok(s)
+                })
+            });
+            tonic::transport::Server::builder()
+                .add_service(pb::echo_server::EchoServer::new(TonicEcho))
+                .serve_with_incoming(incoming)
+                .await?;
+        }
+        "protosocket" => {
+            // protosocket binds its own listener: hand the port over.
+            let addr = listener.local_addr()?;
+            drop(listener);
+            let listener = protosocket::TcpSocketListener::listen(addr, 1024, None)?;
+            let mut server = protosocket_rpc::server::SocketRpcServer::new(
+                listener,
+                ps::Service,
+                4 << 20,
+                1 << 20,
+                128,
+            )?;
+            // As protosocket's own example server sets it.
+            server.set_max_queued_outbound_messages(512);
+            server.await?;
+        }
+        _ => loop {
+            let (stream, _) = listener.accept().await?;
+            stream.set_nodelay(true)?;
+            tokio::spawn(floor_echo(stream));
+        },
+    }
+    Ok(())
+}
+
+/// tonic's echo handler.
+struct TonicEcho;
+
+#[tonic::async_trait]
+impl pb::echo_server::Echo for TonicEcho {
+    async fn say(
+        &self,
+        request: tonic::Request<EchoMessage>,
+    ) -> Result<tonic::Response<EchoMessage>, tonic::Status> {
+        Ok(tonic::Response::new(request.into_inner()))
+    }
+}
+
+async fn floor_echo(stream: TcpStream) -> anyhow::Result<()> {
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        if rd.read_buf(&mut buf).await? == 0 {
+            return Ok(());
+        }
+        let mut complete = 0;
+        while buf.len() - complete >= 4 {
+            let at = &buf[complete..];
+            let len = u32::from_be_bytes([at[0], at[1], at[2], at[3]]) as usize;
+            if at.len() < 4 + len {
+                break;
+            }
+            complete += 4 + len;
+        }
+        wr.write_all(&buf[..complete]).await?;
+        buf.advance(complete);
+        buf.reserve(64 * 1024);
+    }
+}
+
+/// protosocket-rpc's messages: its RPC layer needs a request id and a
+/// control code inside every message.
+mod ps {
+    use bytes::Bytes;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct Msg {
+        #[prost(uint64, tag = "1")]
+        pub(crate) request_id: u64,
+        #[prost(uint32, tag = "2")]
+        pub(crate) code: u32,
+        #[prost(uint64, tag = "3")]
+        pub(crate) id: u64,
+        #[prost(bytes = "bytes", tag = "4")]
+        pub(crate) payload: Bytes,
+    }
+
+    impl protosocket_rpc::Message for Msg {
+        fn message_id(&self) -> u64 {
+            self.request_id
+        }
+        fn control_code(&self) -> protosocket_rpc::ProtosocketControlCode {
+            protosocket_rpc::ProtosocketControlCode::from_u8(self.code as u8)
+        }
+        fn set_message_id(&mut self, message_id: u64) {
+            self.request_id = message_id;
+        }
+        fn cancelled(message_id: u64) -> Self {
+            Msg {
+                request_id: message_id,
+                code: protosocket_rpc::ProtosocketControlCode::Cancel as u32,
+                ..Msg::default()
+            }
+        }
+        fn ended(message_id: u64) -> Self {
+            Msg {
+                request_id: message_id,
+                code: protosocket_rpc::ProtosocketControlCode::End as u32,
+                ..Msg::default()
+            }
+        }
+    }
+
+    /// The same codec both ways: requests and responses are one type.
+    pub(crate) type ClientCodec = (
+        protosocket::PooledEncoder<protosocket_prost::ProstSerializer<Msg>>,
+        protosocket_prost::ProstDecoder<Msg>,
+    );
+
+    /// Hands each connection an echo service.
+    pub(crate) struct Service;
+
+    impl protosocket_rpc::server::SocketService for Service {
+        type ConnectionService = Conn;
+        type SocketListener = protosocket::TcpSocketListener;
+
+        fn codec(&mut self) -> ClientCodec {
+            ClientCodec::default()
+        }
+
+        fn new_stream_service(
+            &mut self,
+            _stream: &<protosocket::TcpSocketListener as protosocket::SocketListener>::Stream,
+        ) -> Conn {
+            Conn
+        }
+    }
+
+    /// Echoes every unary call.
+    pub(crate) struct Conn;
+
+    impl protosocket_rpc::server::ConnectionService for Conn {
+        type Codec = ClientCodec;
+        type Request = Msg;
+        type Response = Msg;
+        type UnaryFutureType = std::future::Ready<Msg>;
+        type StreamType = futures::stream::Empty<Msg>;
+
+        fn new_rpc(
+            &mut self,
+            m: Msg,
+        ) -> protosocket_rpc::server::RpcKind<Self::UnaryFutureType, Self::StreamType> {
+            protosocket_rpc::server::RpcKind::Unary(std::future::ready(Msg { code: 0, ..m }))
+        }
+    }
+}
