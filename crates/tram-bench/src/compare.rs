@@ -439,7 +439,8 @@ pub(crate) async fn serve(system: String, listener: TcpListener) -> anyhow::Resu
         _ => loop {
             let (stream, _) = listener.accept().await?;
             stream.set_nodelay(true)?;
-            tokio::spawn(floor_echo(stream));
+            // The same floor server as `stream`'s: frames have the same shape.
+            tokio::spawn(crate::stream::floor_echo(stream));
         },
     }
     Ok(())
@@ -455,28 +456,6 @@ impl pb::echo_server::Echo for TonicEcho {
         request: tonic::Request<EchoMessage>,
     ) -> Result<tonic::Response<EchoMessage>, tonic::Status> {
         Ok(tonic::Response::new(request.into_inner()))
-    }
-}
-
-async fn floor_echo(stream: TcpStream) -> anyhow::Result<()> {
-    let (mut rd, mut wr) = stream.into_split();
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    loop {
-        if rd.read_buf(&mut buf).await? == 0 {
-            return Ok(());
-        }
-        let mut complete = 0;
-        while buf.len() - complete >= 4 {
-            let at = &buf[complete..];
-            let len = u32::from_be_bytes([at[0], at[1], at[2], at[3]]) as usize;
-            if at.len() < 4 + len {
-                break;
-            }
-            complete += 4 + len;
-        }
-        wr.write_all(&buf[..complete]).await?;
-        buf.advance(complete);
-        buf.reserve(64 * 1024);
     }
 }
 

@@ -364,7 +364,9 @@ async fn tram_echo_owned(stream: TcpStream) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn floor_echo(stream: TcpStream) -> anyhow::Result<()> {
+/// The floor's server: echoes each read's complete length-prefixed frames
+/// straight from the read buffer.
+pub(crate) async fn floor_echo(stream: TcpStream) -> anyhow::Result<()> {
     let (mut rd, mut wr) = stream.into_split();
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
