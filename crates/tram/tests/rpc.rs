@@ -519,3 +519,29 @@ async fn killing_the_server_fails_pending_calls_and_the_client_reconnects() {
     .await;
     assert_eq!(ok.get_ref().id, 9);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_drains_calls_in_flight_and_refuses_new_ones() {
+    let (addr, stop, task) = start(echo_service().drain_timeout(Duration::from_secs(5)).build()).await;
+    let ch = Channel::new(addr.to_string());
+    let _: Response<Echo> = ch.unary("/test.Echo/Say", Request::new(echo(0))).await.unwrap();
+    // Calls that take 300 ms are in flight when the shutdown starts.
+    let in_flight: Vec<_> = (0..10)
+        .map(|i| {
+            let ch = ch.clone();
+            tokio::spawn(async move { ch.unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(300 + i))).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let _ = stop.send(());
+    // Every call in flight completes normally.
+    for (i, call) in in_flight.into_iter().enumerate() {
+        let r = within(5, "drained call", call).await.unwrap().unwrap();
+        assert_eq!(r.get_ref().id, 300 + i as u64);
+    }
+    // The server returns once drained, well before the drain timeout.
+    within(5, "server returns after draining", task).await.unwrap();
+    // And it no longer accepts calls.
+    let err = ch.unary::<_, Echo>("/test.Echo/Say", Request::new(echo(1))).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
+}
