@@ -545,3 +545,37 @@ async fn graceful_shutdown_drains_calls_in_flight_and_refuses_new_ones() {
     let err = ch.unary::<_, Echo>("/test.Echo/Say", Request::new(echo(1))).await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawned_handlers_answer_and_are_cancelled() {
+    let (dropped_tx, dropped_rx) = oneshot::channel();
+    let dropped_tx = Arc::new(parking_lot::Mutex::new(Some(dropped_tx)));
+    let server = echo_service()
+        .spawn_handlers(true)
+        .unary("/test.Echo/Hang", move |_req: Request<Echo>| {
+            let signal = DropSignal(dropped_tx.lock().take());
+            async move {
+                let _signal = signal;
+                std::future::pending::<()>().await;
+                Ok(Response::new(echo(0)))
+            }
+        })
+        .build();
+    let (addr, _stop, _task) = start(server).await;
+    let ch = Channel::new(addr.to_string());
+    // Answers as usual, including streams.
+    let r: Response<Echo> = ch.unary("/test.Echo/Say", Request::new(echo(5))).await.unwrap();
+    assert_eq!(r.get_ref().id, 5);
+    let mut s = ch.server_streaming::<_, Echo>("/test.Echo/Count", Request::new(echo(3))).await.unwrap();
+    for i in 0..3 {
+        assert_eq!(s.message().await.unwrap(), Some(echo(i)));
+    }
+    // Cancelling the call aborts the handler's task.
+    let call = tokio::spawn({
+        let ch = ch.clone();
+        async move { ch.unary::<_, Echo>("/test.Echo/Hang", Request::new(echo(1))).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    call.abort();
+    within(5, "spawned handler is aborted", dropped_rx).await.unwrap();
+}

@@ -79,6 +79,7 @@ pub struct ServerConfig {
     settings: Settings,
     max_connections: usize,
     drain_timeout: Duration,
+    spawn_handlers: bool,
     tcp: TcpConfig,
     conn: conn::Config,
 }
@@ -89,6 +90,7 @@ impl Default for ServerConfig {
             settings: Settings::DEFAULT,
             max_connections: 10_000,
             drain_timeout: Duration::from_secs(30),
+            spawn_handlers: false,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
         }
@@ -371,6 +373,16 @@ impl ServerBuilder {
         self
     }
 
+    /// Runs each handler as a task of its own instead of in its
+    /// connection's task (default off). For CPU-heavy handlers: they then
+    /// spread over the runtime's threads instead of holding up the
+    /// connection. Costs a task spawn per call. Cancelling a call still
+    /// stops its handler (the task is aborted).
+    pub fn spawn_handlers(mut self, on: bool) -> Self {
+        self.config.spawn_handlers = on;
+        self
+    }
+
     /// Socket options for accepted connections.
     pub fn tcp(mut self, tcp: TcpConfig) -> Self {
         self.config.tcp = tcp;
@@ -488,6 +500,23 @@ struct Driver {
     /// CALL frames accepted so far.
     call_seq: u64,
     going_away: bool,
+    spawn_handlers: bool,
+}
+
+/// A spawned handler's task, aborted if the call is cancelled (dropped).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Future for AbortOnDrop {
+    type Output = Result<(), tokio::task::JoinError>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A reason to close the connection.
@@ -527,6 +556,7 @@ async fn serve_connection(
         exec: Exec::new(),
         call_seq: 0,
         going_away: false,
+        spawn_handlers: config.spawn_handlers,
     };
     // A persistent future, so that its wake-up registration survives polls.
     let mut stopped = pin!(async move {
@@ -822,7 +852,13 @@ impl Driver {
             out: self.out.clone(),
             shared: entry.shared.clone(),
         };
-        let fut = (route.handler)(start);
+        let mut fut = (route.handler)(start);
+        if self.spawn_handlers {
+            let task = AbortOnDrop(tokio::spawn(fut));
+            fut = Box::pin(async move {
+                let _ = task.await;
+            });
+        }
         match self.exec.spawn(fut, c.call) {
             Some(task) => {
                 entry.task = Some(task);
