@@ -579,3 +579,24 @@ async fn spawned_handlers_answer_and_are_cancelled() {
     call.abort();
     within(5, "spawned handler is aborted", dropped_rx).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_calls_from_one_task() {
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::new(addr.to_string());
+    // Mixed outcomes, completing out of order, returned in request order.
+    let requests = (0..500u64).map(|i| {
+        Request::new(Echo { id: if i % 100 == 7 { 99 } else { i % 4 }, payload: Bytes::from(i.to_string()) })
+    });
+    let results = within(10, "batch", ch.unary_batch::<_, Echo, _>("/test.Echo/Sleep", requests)).await;
+    assert_eq!(results.len(), 500);
+    for (i, r) in results.into_iter().enumerate() {
+        let r = r.unwrap();
+        assert_eq!(r.get_ref().payload, Bytes::from(i.to_string()), "result {i} in request order");
+    }
+    let failing = ch
+        .unary_batch::<_, Echo, _>("/test.Echo/Fail", (1..=3u64).map(|c| Request::new(echo(c))))
+        .await;
+    let codes: Vec<Code> = failing.into_iter().map(|r| r.unwrap_err().code()).collect();
+    assert_eq!(codes, vec![Code::Cancelled, Code::Unknown, Code::InvalidArgument]);
+}

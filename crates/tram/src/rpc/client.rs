@@ -181,6 +181,67 @@ impl Channel {
         with_timeout(timeout, work).await
     }
 
+    /// Many unary calls from one task, without a task per call: every
+    /// request is sent as its own call, all in one write, and the results
+    /// come back in request order once all have completed.
+    ///
+    /// Each request's timeout travels to the server, which ends that call
+    /// with `DEADLINE_EXCEEDED`; for a local limit on the whole batch, wrap
+    /// this future in `tokio::time::timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future cancels every call of the batch still open.
+    pub async fn unary_batch<Req, Resp, I>(&self, path: &str, requests: I) -> Vec<Result<Response<Resp>, Status>>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+        I: IntoIterator<Item = Request<Req>>,
+    {
+        let conn = match self.connection().await {
+            Ok(c) => c,
+            Err(s) => return requests.into_iter().map(|_| Err(s.clone())).collect(),
+        };
+        let mut calls = Vec::new();
+        {
+            // Queue every CALL, then write them together.
+            let _cork = conn.out.cork();
+            for request in requests {
+                let (msg, metadata, timeout) = request.into_parts();
+                calls.push(conn.open(path, Some(&msg), metadata, timeout, true, None).await);
+            }
+        }
+        let mut results: Vec<Option<Result<Response<Resp>, Status>>> = calls
+            .iter_mut()
+            .map(|c| c.as_mut().err().map(|s| Err(s.clone())))
+            .collect();
+        std::future::poll_fn(|cx| {
+            let mut pending = false;
+            for (call, slot) in calls.iter_mut().zip(results.iter_mut()) {
+                let (Ok(call), None) = (call, &slot) else {
+                    continue;
+                };
+                match conn.poll_unary(call.id, cx) {
+                    Poll::Pending => pending = true,
+                    Poll::Ready(outcome) => {
+                        call.done = true;
+                        *slot = Some(outcome.and_then(|(body, trailers)| {
+                            Resp::decode(body)
+                                .map(|m| Response::new(m).with_trailers(trailers))
+                                .map_err(|e| Status::internal(format!("response does not decode: {e}")))
+                        }));
+                    }
+                }
+            }
+            if pending { Poll::Pending } else { Poll::Ready(()) }
+        })
+        .await;
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Status::internal("call result missing"))))
+            .collect()
+    }
+
     /// A server-streaming call: one request, a stream of responses.
     ///
     /// # Errors
