@@ -522,14 +522,21 @@ async fn killing_the_server_fails_pending_calls_and_the_client_reconnects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_drains_calls_in_flight_and_refuses_new_ones() {
-    let (addr, stop, task) = start(echo_service().drain_timeout(Duration::from_secs(5)).build()).await;
+    let (addr, stop, task) =
+        start(echo_service().drain_timeout(Duration::from_secs(5)).build()).await;
     let ch = Channel::new(addr.to_string());
-    let _: Response<Echo> = ch.unary("/test.Echo/Say", Request::new(echo(0))).await.unwrap();
+    let _: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(0)))
+        .await
+        .unwrap();
     // Calls that take 300 ms are in flight when the shutdown starts.
     let in_flight: Vec<_> = (0..10)
         .map(|i| {
             let ch = ch.clone();
-            tokio::spawn(async move { ch.unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(300 + i))).await })
+            tokio::spawn(async move {
+                ch.unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(300 + i)))
+                    .await
+            })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -540,9 +547,14 @@ async fn graceful_shutdown_drains_calls_in_flight_and_refuses_new_ones() {
         assert_eq!(r.get_ref().id, 300 + i as u64);
     }
     // The server returns once drained, well before the drain timeout.
-    within(5, "server returns after draining", task).await.unwrap();
+    within(5, "server returns after draining", task)
+        .await
+        .unwrap();
     // And it no longer accepts calls.
-    let err = ch.unary::<_, Echo>("/test.Echo/Say", Request::new(echo(1))).await.unwrap_err();
+    let err = ch
+        .unary::<_, Echo>("/test.Echo/Say", Request::new(echo(1)))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err}");
 }
 
@@ -564,20 +576,31 @@ async fn spawned_handlers_answer_and_are_cancelled() {
     let (addr, _stop, _task) = start(server).await;
     let ch = Channel::new(addr.to_string());
     // Answers as usual, including streams.
-    let r: Response<Echo> = ch.unary("/test.Echo/Say", Request::new(echo(5))).await.unwrap();
+    let r: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(5)))
+        .await
+        .unwrap();
     assert_eq!(r.get_ref().id, 5);
-    let mut s = ch.server_streaming::<_, Echo>("/test.Echo/Count", Request::new(echo(3))).await.unwrap();
+    let mut s = ch
+        .server_streaming::<_, Echo>("/test.Echo/Count", Request::new(echo(3)))
+        .await
+        .unwrap();
     for i in 0..3 {
         assert_eq!(s.message().await.unwrap(), Some(echo(i)));
     }
     // Cancelling the call aborts the handler's task.
     let call = tokio::spawn({
         let ch = ch.clone();
-        async move { ch.unary::<_, Echo>("/test.Echo/Hang", Request::new(echo(1))).await }
+        async move {
+            ch.unary::<_, Echo>("/test.Echo/Hang", Request::new(echo(1)))
+                .await
+        }
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     call.abort();
-    within(5, "spawned handler is aborted", dropped_rx).await.unwrap();
+    within(5, "spawned handler is aborted", dropped_rx)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -586,17 +609,80 @@ async fn a_batch_of_calls_from_one_task() {
     let ch = Channel::new(addr.to_string());
     // Mixed outcomes, completing out of order, returned in request order.
     let requests = (0..500u64).map(|i| {
-        Request::new(Echo { id: if i % 100 == 7 { 99 } else { i % 4 }, payload: Bytes::from(i.to_string()) })
+        Request::new(Echo {
+            id: if i % 100 == 7 { 99 } else { i % 4 },
+            payload: Bytes::from(i.to_string()),
+        })
     });
-    let results = within(10, "batch", ch.unary_batch::<_, Echo, _>("/test.Echo/Sleep", requests)).await;
+    let results = within(
+        10,
+        "batch",
+        ch.unary_batch::<_, Echo, _>("/test.Echo/Sleep", requests),
+    )
+    .await;
     assert_eq!(results.len(), 500);
     for (i, r) in results.into_iter().enumerate() {
         let r = r.unwrap();
-        assert_eq!(r.get_ref().payload, Bytes::from(i.to_string()), "result {i} in request order");
+        assert_eq!(
+            r.get_ref().payload,
+            Bytes::from(i.to_string()),
+            "result {i} in request order"
+        );
     }
     let failing = ch
         .unary_batch::<_, Echo, _>("/test.Echo/Fail", (1..=3u64).map(|c| Request::new(echo(c))))
         .await;
     let codes: Vec<Code> = failing.into_iter().map(|r| r.unwrap_err().code()).collect();
-    assert_eq!(codes, vec![Code::Cancelled, Code::Unknown, Code::InvalidArgument]);
+    assert_eq!(
+        codes,
+        vec![Code::Cancelled, Code::Unknown, Code::InvalidArgument]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_calls_retry_only_when_asked() {
+    // A port with nothing listening yet.
+    let addr = {
+        let l = Listener::bind("127.0.0.1:0", TcpConfig::default())
+            .await
+            .unwrap();
+        l.local_addr().unwrap()
+    };
+    let config = ChannelConfig {
+        retries: 8,
+        backoff_base: Duration::from_millis(20),
+        ..ChannelConfig::default()
+    };
+    let ch = Channel::with_config(addr.to_string(), config);
+    // Not marked idempotent: fails at once, no retry.
+    let err = ch
+        .unary::<_, Echo>("/test.Echo/Say", Request::new(echo(1)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert!(!err.is_remote());
+    // Marked idempotent: retried until the server comes up.
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let listener = Listener::bind(addr, TcpConfig::default()).await.unwrap();
+        echo_service()
+            .build()
+            .serve_listener(listener, std::future::pending())
+            .await
+            .unwrap();
+    });
+    let ok: Response<Echo> = within(
+        10,
+        "retried call",
+        ch.unary("/test.Echo/Say", Request::new(echo(2)).idempotent()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ok.get_ref().id, 2);
+    // A server's own error status is never retried.
+    let err = ch
+        .unary::<_, Echo>("/test.Echo/Fail", Request::new(echo(14)).idempotent())
+        .await
+        .unwrap_err();
+    assert!(err.is_remote() && err.code() == Code::Unavailable);
 }

@@ -40,6 +40,10 @@ pub struct ChannelConfig {
     pub backoff_base: Duration,
     /// Largest delay between attempts (default 10 s).
     pub backoff_max: Duration,
+    /// Extra attempts for calls marked [`Request::idempotent`] that fail
+    /// with a local `UNAVAILABLE` (default 0: no retries). Attempts are
+    /// spaced like reconnections and share the call's one deadline.
+    pub retries: u32,
     /// When a connection is at the server's `max_concurrent_calls`: wait
     /// for a slot (`true`, default) or fail with `RESOURCE_EXHAUSTED`.
     pub wait_for_capacity: bool,
@@ -64,6 +68,7 @@ impl Default for ChannelConfig {
             connect_timeout: Duration::from_secs(5),
             backoff_base: Duration::from_millis(100),
             backoff_max: Duration::from_secs(10),
+            retries: 0,
             wait_for_capacity: true,
             inline_writes: true,
             settings: Settings::DEFAULT,
@@ -166,19 +171,61 @@ impl Channel {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
+        let idempotent = request.is_idempotent();
         let (msg, metadata, timeout) = request.into_parts();
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let cfg = &self.inner.config;
+        let mut attempt = 0;
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let outcome =
+                with_timeout(left, self.unary_once(path, &msg, metadata.clone(), left)).await;
+            match outcome {
+                Err(s)
+                    if idempotent
+                        && attempt < cfg.retries
+                        && s.code() == Code::Unavailable
+                        && !s.is_remote() =>
+                {
+                    // Wait out the reconnection backoff (with its jitter).
+                    let delay = cfg
+                        .backoff_base
+                        .saturating_mul(1 << attempt.min(16))
+                        .min(cfg.backoff_max)
+                        .mul_f64(1.25);
+                    attempt += 1;
+                    if deadline.is_some_and(|d| Instant::now() + delay >= d) {
+                        return Err(Status::deadline_exceeded(format!(
+                            "deadline exceeded after {attempt} attempts: {s}"
+                        )));
+                    }
+                    tokio::time::sleep(delay).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn unary_once<Req, Resp>(
+        &self,
+        path: &str,
+        msg: &Req,
+        metadata: Metadata,
+        timeout: Option<Duration>,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
         let conn = self.connection().await?;
-        let work = async {
-            let mut call = conn
-                .open(path, Some(&msg), metadata, timeout, true, None)
-                .await?;
-            let (body, trailers) = std::future::poll_fn(|cx| conn.poll_unary(call.id, cx)).await?;
-            call.done = true;
-            let resp = Resp::decode(body)
-                .map_err(|e| Status::internal(format!("response does not decode: {e}")))?;
-            Ok(Response::new(resp).with_trailers(trailers))
-        };
-        with_timeout(timeout, work).await
+        let mut call = conn
+            .open(path, Some(msg), metadata, timeout, true, None)
+            .await?;
+        let (body, trailers) = std::future::poll_fn(|cx| conn.poll_unary(call.id, cx)).await?;
+        call.done = true;
+        let resp = Resp::decode(body)
+            .map_err(|e| Status::internal(format!("response does not decode: {e}")))?;
+        Ok(Response::new(resp).with_trailers(trailers))
     }
 
     /// Many unary calls from one task, without a task per call: every
@@ -192,7 +239,11 @@ impl Channel {
     /// # Cancel safety
     ///
     /// Dropping the future cancels every call of the batch still open.
-    pub async fn unary_batch<Req, Resp, I>(&self, path: &str, requests: I) -> Vec<Result<Response<Resp>, Status>>
+    pub async fn unary_batch<Req, Resp, I>(
+        &self,
+        path: &str,
+        requests: I,
+    ) -> Vec<Result<Response<Resp>, Status>>
     where
         Req: prost::Message,
         Resp: prost::Message + Default,
@@ -208,7 +259,10 @@ impl Channel {
             let _cork = conn.out.cork();
             for request in requests {
                 let (msg, metadata, timeout) = request.into_parts();
-                calls.push(conn.open(path, Some(&msg), metadata, timeout, true, None).await);
+                calls.push(
+                    conn.open(path, Some(&msg), metadata, timeout, true, None)
+                        .await,
+                );
             }
         }
         let mut results: Vec<Option<Result<Response<Resp>, Status>>> = calls
@@ -228,12 +282,18 @@ impl Channel {
                         *slot = Some(outcome.and_then(|(body, trailers)| {
                             Resp::decode(body)
                                 .map(|m| Response::new(m).with_trailers(trailers))
-                                .map_err(|e| Status::internal(format!("response does not decode: {e}")))
+                                .map_err(|e| {
+                                    Status::internal(format!("response does not decode: {e}"))
+                                })
                         }));
                     }
                 }
             }
-            if pending { Poll::Pending } else { Poll::Ready(()) }
+            if pending {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
         })
         .await;
         results

@@ -16,6 +16,7 @@ pub struct Request<T> {
     metadata: Metadata,
     timeout: Option<Duration>,
     deadline: Option<Instant>,
+    idempotent: bool,
 }
 
 impl<T> Request<T> {
@@ -26,7 +27,22 @@ impl<T> Request<T> {
             metadata: Metadata::new(),
             timeout: None,
             deadline: None,
+            idempotent: false,
         }
+    }
+
+    /// Marks the call safe to repeat: with `ChannelConfig::retries` set, a
+    /// call that failed before reaching a working server (connection
+    /// refused or lost, `UNAVAILABLE` produced locally) is tried again.
+    /// Calls are never retried otherwise.
+    pub fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+
+    /// Whether the call was marked [`Request::idempotent`].
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
     }
 
     /// Sets the request metadata (headers).
@@ -83,6 +99,7 @@ impl<T> Request<T> {
             metadata,
             timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
             deadline,
+            idempotent: false,
         }
     }
 
