@@ -686,3 +686,44 @@ async fn idempotent_calls_retry_only_when_asked() {
         .unwrap_err();
     assert!(err.is_remote() && err.code() == Code::Unavailable);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_names_and_connection_pools() {
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    // A host name, resolved by DNS (the resolver's "localhost").
+    let config = ChannelConfig {
+        pool_size: 3,
+        ..ChannelConfig::default()
+    };
+    let ch = Channel::with_config(format!("localhost:{}", addr.port()), config);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..300u64 {
+        let ch = ch.clone();
+        tasks.spawn(async move {
+            ch.unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(i % 3)))
+                .await
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap().unwrap();
+    }
+    // The pool opened several connections (checked with `ss` where present).
+    let established = std::process::Command::new("ss")
+        .args([
+            "-Htn",
+            "state",
+            "established",
+            &format!("( sport = :{} )", addr.port()),
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count());
+    match established {
+        Some(n) => assert!(
+            n >= 2,
+            "expected the pool to open several connections, saw {n}"
+        ),
+        None => println!("ss not available: connection count not checked"),
+    }
+}

@@ -398,10 +398,15 @@ impl Channel {
     }
 
     /// The least loaded usable connection, connecting if needed.
+    ///
+    /// An idle connection is used as is. Otherwise an empty slot is
+    /// connected, by the first caller to claim it: callers that find a slot
+    /// already connecting move on to the next one, so that a burst of first
+    /// calls opens the pool rather than queueing on one connection.
     async fn connection(&self) -> Result<Arc<ClientConn>, Status> {
         let inner = &*self.inner;
         let mut best: Option<(usize, Arc<ClientConn>)> = None;
-        let mut empty = None;
+        let mut empty = Vec::new();
         for (i, slot) in inner.slots.iter().enumerate() {
             match slot.conn.read().as_ref() {
                 Some(c) if c.usable() => {
@@ -410,23 +415,35 @@ impl Channel {
                         best = Some((load, c.clone()));
                     }
                 }
-                _ => {
-                    empty.get_or_insert(i);
-                }
+                _ => empty.push(i),
             }
         }
-        match (best, empty) {
-            // An idle connection is as good as a new one.
-            (Some((0, c)), _) | (Some((_, c)), None) => Ok(c),
-            (_, Some(i)) => self.connect_slot(i).await,
+        if let Some((0, c)) = best {
+            return Ok(c);
+        }
+        for &i in &empty {
+            if let Ok(backoff) = inner.slots[i].connecting.try_lock() {
+                return self.connect_slot(i, backoff).await;
+            }
+        }
+        match (best, empty.first()) {
+            (Some((_, c)), _) => Ok(c),
+            // Every empty slot is being connected by someone: wait for one.
+            (None, Some(&i)) => {
+                let backoff = inner.slots[i].connecting.lock().await;
+                self.connect_slot(i, backoff).await
+            }
             (None, None) => Err(Status::unavailable("no connection")),
         }
     }
 
-    async fn connect_slot(&self, i: usize) -> Result<Arc<ClientConn>, Status> {
+    async fn connect_slot(
+        &self,
+        i: usize,
+        mut backoff: tokio::sync::MutexGuard<'_, Backoff>,
+    ) -> Result<Arc<ClientConn>, Status> {
         let inner = &*self.inner;
         let slot = &inner.slots[i];
-        let mut backoff = slot.connecting.lock().await;
         if let Some(c) = slot.conn.read().as_ref().filter(|c| c.usable()) {
             return Ok(c.clone());
         }
