@@ -28,7 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-use crate::harness::{Server, Summary, runtime, self_cpu, si};
+use crate::harness::{Server, Summary, measure_window, runtime, si};
 
 /// tonic's generated code.
 #[allow(clippy::all, missing_docs, unreachable_pub)]
@@ -189,34 +189,16 @@ async fn measure(
         "protosocket" => tokio::spawn(load.protosocket(addr)),
         _ => tokio::spawn(load.floor(addr)),
     };
-    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
-    recording.store(true, Ordering::Relaxed);
-    let (n0, t0, c0, s0) = (
-        done.load(Ordering::Relaxed),
-        Instant::now(),
-        self_cpu()?,
-        server.cpu()?,
-    );
-    tokio::time::sleep(Duration::from_secs_f64(args.secs)).await;
-    let (n1, t1, c1, s1) = (
-        done.load(Ordering::Relaxed),
-        Instant::now(),
-        self_cpu()?,
-        server.cpu()?,
-    );
-    recording.store(false, Ordering::Relaxed);
+    let window = measure_window(&done, Some(&recording), server, args.warmup, args.secs).await;
     stop.store(true, Ordering::Relaxed);
     let latency = tokio::time::timeout(Duration::from_secs(10), task)
         .await??
         .map_err(|e| anyhow::anyhow!("{system}: {e}"))?;
-    let n = (n1 - n0) as f64;
-    if n == 0.0 {
-        bail!("{system}: no calls completed");
-    }
+    let w = window.map_err(|e| anyhow::anyhow!("{system}: {e}"))?;
     Ok(Sample {
-        rate: n / (t1 - t0).as_secs_f64(),
-        client_us: (c1 - c0).as_secs_f64() * 1e6 / n,
-        server_us: (s1 - s0).as_secs_f64() * 1e6 / n,
+        rate: w.rate,
+        client_us: w.client_us,
+        server_us: w.server_us,
         latency,
     })
 }

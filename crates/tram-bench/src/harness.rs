@@ -111,6 +111,57 @@ impl Drop for Server {
     }
 }
 
+/// What one measuring window saw.
+pub(crate) struct Window {
+    /// Operations per second.
+    pub(crate) rate: f64,
+    /// This process's CPU per operation, in microseconds.
+    pub(crate) client_us: f64,
+    /// The server process's CPU per operation, in microseconds.
+    pub(crate) server_us: f64,
+}
+
+/// Waits out the warm-up, then counts `done` and both processes' CPU over
+/// `secs`; `recording` is set for the duration of the window.
+pub(crate) async fn measure_window(
+    done: &std::sync::atomic::AtomicU64,
+    recording: Option<&std::sync::atomic::AtomicBool>,
+    server: &Server,
+    warmup: f64,
+    secs: f64,
+) -> anyhow::Result<Window> {
+    use std::sync::atomic::Ordering;
+    tokio::time::sleep(Duration::from_secs_f64(warmup)).await;
+    if let Some(r) = recording {
+        r.store(true, Ordering::Relaxed);
+    }
+    let (n0, t0, c0, s0) = (
+        done.load(Ordering::Relaxed),
+        std::time::Instant::now(),
+        self_cpu()?,
+        server.cpu()?,
+    );
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    let (n1, t1, c1, s1) = (
+        done.load(Ordering::Relaxed),
+        std::time::Instant::now(),
+        self_cpu()?,
+        server.cpu()?,
+    );
+    if let Some(r) = recording {
+        r.store(false, Ordering::Relaxed);
+    }
+    let ops = (n1 - n0) as f64;
+    if ops == 0.0 {
+        bail!("nothing completed in the measuring window");
+    }
+    Ok(Window {
+        rate: ops / (t1 - t0).as_secs_f64(),
+        client_us: (c1 - c0).as_secs_f64() * 1e6 / ops,
+        server_us: (s1 - s0).as_secs_f64() * 1e6 / ops,
+    })
+}
+
 /// CPU time (user + system) this process has used so far.
 pub(crate) fn self_cpu() -> anyhow::Result<Duration> {
     proc_cpu("/proc/self/stat")

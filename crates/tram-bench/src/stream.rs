@@ -15,7 +15,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -24,7 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tram::conn::{self, Config, Connection, LengthDelimited, TcpConfig};
 
-use crate::harness::{Server, Summary, runtime, self_cpu, si};
+use crate::harness::{Server, Summary, measure_window, runtime, si};
 
 /// Options of `tram-bench stream`.
 #[derive(clap::Args, Debug, Clone)]
@@ -161,31 +160,15 @@ async fn measure(
             received.clone(),
         )),
     };
-    tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
-    let (n0, t0, c0, s0) = (
-        received.load(Ordering::Relaxed),
-        Instant::now(),
-        self_cpu()?,
-        server.cpu()?,
-    );
-    tokio::time::sleep(Duration::from_secs_f64(args.secs)).await;
-    let (n1, t1, c1, s1) = (
-        received.load(Ordering::Relaxed),
-        Instant::now(),
-        self_cpu()?,
-        server.cpu()?,
-    );
+    let window = measure_window(&received, None, server, args.warmup, args.secs).await;
     stop.store(true, Ordering::Relaxed);
     client.abort();
     let _ = client.await;
-    let n = (n1 - n0) as f64;
-    if n == 0.0 {
-        bail!("{system}: no messages completed");
-    }
+    let w = window.map_err(|e| anyhow::anyhow!("{system}: {e}"))?;
     Ok(Sample {
-        rate: n / (t1 - t0).as_secs_f64(),
-        client_us: (c1 - c0).as_secs_f64() * 1e6 / n,
-        server_us: (s1 - s0).as_secs_f64() * 1e6 / n,
+        rate: w.rate,
+        client_us: w.client_us,
+        server_us: w.server_us,
     })
 }
 
