@@ -727,3 +727,30 @@ async fn host_names_and_connection_pools() {
         None => println!("ss not available: connection count not checked"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawned_handlers_survive_immediate_id_reuse() {
+    // Callers reuse ids as soon as answers arrive, racing the spawned tasks'
+    // completion: many at once, so that the connection often reads a reused
+    // id in the same turn as it learns the previous task finished.
+    let (addr, _stop, _task) = start(echo_service().spawn_handlers(true).build()).await;
+    let ch = Channel::new(addr.to_string());
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..32u64 {
+        let ch = ch.clone();
+        tasks.spawn(async move {
+            for i in 0..300 {
+                let id = t * 1000 + i;
+                let r: Response<Echo> = ch.unary("/test.Echo/Say", Request::new(echo(id))).await?;
+                assert_eq!(r.get_ref().id, id);
+            }
+            Ok::<_, Status>(())
+        });
+    }
+    within(30, "spawned calls", async {
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap().unwrap();
+        }
+    })
+    .await;
+}

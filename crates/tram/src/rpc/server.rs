@@ -486,6 +486,9 @@ struct CallEntry {
     client_open: bool,
     /// We have sent (or the handler is about to send) the final frame.
     server_done: bool,
+    /// The handler runs as its own task (`spawn_handlers`): it writes the
+    /// final frame before this connection sees it finish.
+    spawned: bool,
 }
 
 struct Driver {
@@ -769,8 +772,18 @@ impl Driver {
     }
 
     fn on_call(&mut self, c: tram_wire::Call) -> Result<(), Violation> {
-        if self.calls.contains_key(&c.call) {
-            return Err(violation(format!("duplicate call id {}", c.call)));
+        if let Some(old) = self.calls.get(&c.call) {
+            // A client reuses an id only after our final frame for it. A
+            // spawned handler writes that frame from its own task, so its
+            // call can look alive here a moment longer: then the handler
+            // has answered, and its task is only finishing.
+            if !(old.spawned && !old.client_open) {
+                return Err(violation(format!("duplicate call id {}", c.call)));
+            }
+            if let Some(task) = old.task {
+                self.exec.cancel(task);
+            }
+            self.calls.remove(&c.call);
         }
         let Some(bound) = self.methods.get(&c.method) else {
             return Err(violation(format!("CALL on unbound method {}", c.method)));
@@ -785,6 +798,7 @@ impl Driver {
             shared: None,
             client_open: !c.end_stream,
             server_done: false,
+            spawned: false,
         };
         let reject = |this: &mut Self, mut entry: CallEntry, status: Status| {
             let _ = this.out.force_send(Frame::End(status.to_wire(c.call)));
@@ -854,6 +868,7 @@ impl Driver {
         };
         let mut fut = (route.handler)(start);
         if self.spawn_handlers {
+            entry.spawned = true;
             let task = AbortOnDrop(tokio::spawn(fut));
             fut = Box::pin(async move {
                 let _ = task.await;
