@@ -777,7 +777,7 @@ impl Driver {
             // spawned handler writes that frame from its own task, so its
             // call can look alive here a moment longer: then the handler
             // has answered, and its task is only finishing.
-            if !(old.spawned && !old.client_open) {
+            if !old.spawned || old.client_open {
                 return Err(violation(format!("duplicate call id {}", c.call)));
             }
             if let Some(task) = old.task {
