@@ -511,6 +511,8 @@ async fn with_timeout<T>(
 pub(crate) struct ClientConn {
     out: Sender<RpcEncoder>,
     calls: Mutex<Calls>,
+    /// Set with `Calls::broken`, readable without the lock.
+    unusable: std::sync::atomic::AtomicBool,
     in_flight: AtomicUsize,
     capacity: Notify,
     window: u32,
@@ -567,6 +569,7 @@ impl ClientConn {
                 broken: None,
                 peer: Settings::DEFAULT,
             }),
+            unusable: std::sync::atomic::AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             capacity: Notify::new(),
             window: cfg.settings.initial_credit,
@@ -581,7 +584,12 @@ impl ClientConn {
     }
 
     fn usable(&self) -> bool {
-        self.calls.lock().broken.is_none()
+        !self.unusable.load(Ordering::Acquire)
+    }
+
+    fn mark_broken(&self, calls: &mut Calls, why: Status) {
+        calls.broken = Some(why);
+        self.unusable.store(true, Ordering::Release);
     }
 
     fn new_shared(&self) -> Arc<CallShared> {
@@ -757,6 +765,7 @@ impl ClientConn {
         inbound: &mut conn::Inbound<tokio::net::tcp::OwnedReadHalf, RpcDecoder>,
     ) -> Status {
         let mut settled = false;
+        let mut wakers = Vec::new();
         loop {
             let frame = match inbound.recv().await {
                 Some(Ok(f)) => f,
@@ -776,8 +785,36 @@ impl ClientConn {
                 settled = true;
                 continue;
             }
-            if let Err(b) = self.on_frame(frame) {
+            // Every frame this read brought in is handled under one lock;
+            // callers are woken after it is released, so that they do not
+            // wake up only to wait for it.
+            let mut broken = None;
+            let mut failed = None;
+            {
+                let mut calls = self.calls.lock();
+                let mut next = Some(frame);
+                while let Some(frame) = next.take() {
+                    if let Err(b) = self.on_frame(&mut calls, frame, &mut wakers) {
+                        broken = Some(b);
+                        break;
+                    }
+                    next = match inbound.try_recv() {
+                        Some(Ok(f)) => Some(f),
+                        Some(Err(e)) => {
+                            // Reported once: keep it for after the batch.
+                            failed = Some(e);
+                            None
+                        }
+                        None => None,
+                    };
+                }
+            }
+            wakers.drain(..).for_each(Waker::wake);
+            if let Some(b) = broken {
                 return self.violation(b);
+            }
+            if let Some(e) = failed {
+                return self.violation(Broken(format!("bad frame from server: {e}")));
             }
         }
     }
@@ -792,8 +829,12 @@ impl ClientConn {
         Status::internal(format!("protocol error: {}", b.0))
     }
 
-    fn on_frame(&self, frame: Frame) -> Result<(), Broken> {
-        let mut calls = self.calls.lock();
+    fn on_frame(
+        &self,
+        calls: &mut Calls,
+        frame: Frame,
+        wakers: &mut Vec<Waker>,
+    ) -> Result<(), Broken> {
         match frame {
             Frame::Message(m) => {
                 let entry = calls
@@ -817,9 +858,7 @@ impl ClientConn {
                         if m.end_stream {
                             *end = Some(Ok(Metadata::new()));
                             entry.server_done = true;
-                            if let Some(w) = waker.take() {
-                                w.wake();
-                            }
+                            wakers.extend(waker.take());
                         }
                     }
                     State::Stream(s) => {
@@ -833,7 +872,7 @@ impl ClientConn {
                     }
                 }
                 if m.end_stream {
-                    self.ended(&mut calls, m.call);
+                    self.ended(calls, m.call);
                 }
                 Ok(())
             }
@@ -853,9 +892,7 @@ impl ClientConn {
                 match &mut entry.state {
                     State::Unary { end, waker, .. } => {
                         *end = Some(outcome);
-                        if let Some(w) = waker.take() {
-                            w.wake();
-                        }
+                        wakers.extend(waker.take());
                     }
                     State::Stream(s) => match outcome {
                         Ok(_) => {
@@ -873,7 +910,7 @@ impl ClientConn {
                         code: Code::Cancelled,
                     }));
                 }
-                self.ended(&mut calls, id);
+                self.ended(calls, id);
                 Ok(())
             }
             Frame::Credit(c) => {
@@ -899,10 +936,8 @@ impl ClientConn {
             Frame::GoAway(g) => {
                 // No new calls here; calls in flight finish or fail when the
                 // connection closes.
-                calls.broken = Some(Status::unavailable(format!(
-                    "server going away: {}",
-                    g.message
-                )));
+                let why = Status::unavailable(format!("server going away: {}", g.message));
+                self.mark_broken(calls, why);
                 Ok(())
             }
             Frame::Settings(_) => Err(Broken("second SETTINGS".into())),
@@ -924,7 +959,7 @@ impl ClientConn {
 
     fn fail_all(&self, why: Status) {
         let mut calls = self.calls.lock();
-        calls.broken = Some(why.clone());
+        self.mark_broken(&mut calls, why.clone());
         let mut gone = Vec::new();
         for (id, entry) in calls.slab.iter_mut() {
             entry.server_done = true;
