@@ -221,6 +221,17 @@ pub struct Ping {
     pub payload: [u8; 8],
 }
 
+impl Ping {
+    /// The answer a receiver must send: the same payload with `ack` set, or
+    /// `None` if this is itself an answer.
+    pub fn reply(self) -> Option<Ping> {
+        (!self.ack).then_some(Ping {
+            ack: true,
+            payload: self.payload,
+        })
+    }
+}
+
 /// GOAWAY: the sender is closing the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GoAway {
@@ -425,4 +436,26 @@ fn put_header<B: BufMut + ?Sized>(dst: &mut B, ty: FrameType, flags: u8, body_le
 fn put_field<B: BufMut + ?Sized>(dst: &mut B, bytes: &[u8]) {
     varint::put(dst, bytes.len() as u64);
     dst.put_slice(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ping_is_answered_once() {
+        let ping = Ping {
+            ack: false,
+            payload: *b"12345678",
+        };
+        let pong = ping.reply().unwrap();
+        assert_eq!(
+            pong,
+            Ping {
+                ack: true,
+                payload: *b"12345678"
+            }
+        );
+        assert_eq!(pong.reply(), None, "an answer is not answered");
+    }
 }

@@ -19,7 +19,7 @@ use parking_lot::{Mutex, RwLock};
 use slab::Slab;
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use tram_wire::{Call, CallId, Cancel, Code, End, Frame, Metadata, Ping, Settings};
+use tram_wire::{Call, CallId, Cancel, Code, End, Frame, Metadata, Settings};
 
 use super::codec::{Hello, Open, RpcDecoder, RpcEncoder};
 use super::stream::{CallShared, Streaming, send_message};
@@ -925,11 +925,8 @@ impl ClientConn {
                 Ok(())
             }
             Frame::Ping(p) => {
-                if !p.ack {
-                    let _ = self.out.force_send(Frame::Ping(Ping {
-                        ack: true,
-                        payload: p.payload,
-                    }));
+                if let Some(pong) = p.reply() {
+                    let _ = self.out.force_send(Frame::Ping(pong));
                 }
                 Ok(())
             }

@@ -19,7 +19,7 @@ use futures_core::Stream;
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tram_wire::{CallId, Code, Frame, GoAway, Metadata, Ping, Reason, Settings};
+use tram_wire::{CallId, Code, Frame, GoAway, Metadata, Reason, Settings};
 
 use super::codec::{Hello, Msg, RpcDecoder, RpcEncoder};
 use super::exec::{BoxFuture, Exec};
@@ -193,6 +193,57 @@ where
     Ok(())
 }
 
+/// The request of a single-request method, decoded from the CALL.
+fn single_request<M: prost::Message + Default>(start: &Start) -> Result<Request<M>, Status> {
+    let message = decode::<M>(start.message.clone())?;
+    Ok(Request::from_wire(
+        message,
+        start.metadata.clone(),
+        start.deadline,
+    ))
+}
+
+/// The request stream of a client-streaming or bidirectional method.
+fn request_stream<M>(start: &Start) -> Request<Streaming<M>> {
+    let requests = Streaming::new(start.stream_state(), start.out.clone(), start.call, None);
+    Request::from_wire(requests, start.metadata.clone(), start.deadline)
+}
+
+/// Runs a handler that answers once (unary, client streaming) under the
+/// call's deadline, and sends its answer as the call's end.
+fn respond_one<M, Fut>(start: Start, handler: Result<Fut, Status>) -> BoxFuture
+where
+    M: prost::Message + 'static,
+    Fut: Future<Output = Result<Response<M>, Status>> + Send + 'static,
+{
+    Box::pin(async move {
+        let outcome = match handler {
+            Ok(fut) => with_deadline(start.deadline, fut).await,
+            Err(s) => Err(s),
+        };
+        finish_unary(&start, outcome).await;
+    })
+}
+
+/// Runs a handler that answers with a stream (server streaming, bidi) under
+/// the call's deadline: sends each item as credit allows, then END.
+fn respond_stream<M, S, Fut>(start: Start, handler: Result<Fut, Status>) -> BoxFuture
+where
+    M: prost::Message + 'static,
+    S: Stream<Item = Result<M, Status>> + Send + 'static,
+    Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
+{
+    Box::pin(async move {
+        let outcome = with_deadline(start.deadline, async {
+            let (stream, trailers) = handler?.await?.into_parts();
+            send_stream(&start, stream).await?;
+            Ok(trailers)
+        })
+        .await;
+        finish_stream(&start, outcome);
+    })
+}
+
 /// A set of methods registered together: what `tram-build` generates for
 /// each `.proto` service (`<Service>Server<T>`).
 pub trait Service {
@@ -215,21 +266,8 @@ impl ServerBuilder {
         Fut: Future<Output = Result<Response<Resp>, Status>> + Send + 'static,
     {
         self.route(path, Kind::Unary, move |start: Start| {
-            let req = decode::<Req>(start.message.clone());
-            let fut = req.map(|m| {
-                f(Request::from_wire(
-                    m,
-                    start.metadata.clone(),
-                    start.deadline,
-                ))
-            });
-            Box::pin(async move {
-                let outcome = match fut {
-                    Ok(fut) => with_deadline(start.deadline, fut).await,
-                    Err(s) => Err(s),
-                };
-                finish_unary(&start, outcome).await;
-            })
+            let fut = single_request(&start).map(&f);
+            respond_one(start, fut)
         })
     }
 
@@ -244,23 +282,8 @@ impl ServerBuilder {
         Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
     {
         self.route(path, Kind::ServerStreaming, move |start: Start| {
-            let req = decode::<Req>(start.message.clone());
-            let fut = req.map(|m| {
-                f(Request::from_wire(
-                    m,
-                    start.metadata.clone(),
-                    start.deadline,
-                ))
-            });
-            Box::pin(async move {
-                let outcome = with_deadline(start.deadline, async {
-                    let (stream, trailers) = fut?.await?.into_parts();
-                    send_stream(&start, stream).await?;
-                    Ok(trailers)
-                })
-                .await;
-                finish_stream(&start, outcome);
-            })
+            let fut = single_request(&start).map(&f);
+            respond_stream(start, fut)
         })
     }
 
@@ -274,17 +297,8 @@ impl ServerBuilder {
         Fut: Future<Output = Result<Response<Resp>, Status>> + Send + 'static,
     {
         self.route(path, Kind::ClientStreaming, move |start: Start| {
-            let requests =
-                Streaming::new(start.stream_state(), start.out.clone(), start.call, None);
-            let fut = f(Request::from_wire(
-                requests,
-                start.metadata.clone(),
-                start.deadline,
-            ));
-            Box::pin(async move {
-                let outcome = with_deadline(start.deadline, fut).await;
-                finish_unary(&start, outcome).await;
-            })
+            let fut = f(request_stream(&start));
+            respond_one(start, Ok(fut))
         })
     }
 
@@ -298,22 +312,8 @@ impl ServerBuilder {
         Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
     {
         self.route(path, Kind::Bidi, move |start: Start| {
-            let requests =
-                Streaming::new(start.stream_state(), start.out.clone(), start.call, None);
-            let fut = f(Request::from_wire(
-                requests,
-                start.metadata.clone(),
-                start.deadline,
-            ));
-            Box::pin(async move {
-                let outcome = with_deadline(start.deadline, async {
-                    let (stream, trailers) = fut.await?.into_parts();
-                    send_stream(&start, stream).await?;
-                    Ok(trailers)
-                })
-                .await;
-                finish_stream(&start, outcome);
-            })
+            let fut = f(request_stream(&start));
+            respond_stream(start, Ok(fut))
         })
     }
 
@@ -743,11 +743,8 @@ impl Driver {
                 Ok(())
             }
             Frame::Ping(p) => {
-                if !p.ack {
-                    let _ = self.out.force_send(Frame::Ping(Ping {
-                        ack: true,
-                        payload: p.payload,
-                    }));
+                if let Some(pong) = p.reply() {
+                    let _ = self.out.force_send(Frame::Ping(pong));
                 }
                 Ok(())
             }
