@@ -166,6 +166,38 @@ impl<E> Sender<E> {
     where
         E: Encoder<T>,
     {
+        self.try_push(item, true)
+    }
+
+    /// Queues `item` without ever writing it inline, waiting while the
+    /// queue is at its byte limit: the writer task writes it after letting
+    /// every task that is runnable now queue its own messages, so that a
+    /// burst of senders (callers woken by one read, say) shares one
+    /// `write`. Costs one task wake-up per batch instead of one system
+    /// call per message.
+    pub(crate) async fn send_batched<T>(&self, item: T) -> Result<(), Error>
+    where
+        E: Encoder<T>,
+    {
+        let mut item = item;
+        loop {
+            let progress = self.shared.progress.notified();
+            tokio::pin!(progress);
+            progress.as_mut().enable();
+            match self.try_push(item, false) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(back)) => item = back,
+                Err(TrySendError::Closed(_)) => return Err(Error::closed()),
+                Err(TrySendError::Encode(e)) => return Err(e),
+            }
+            progress.await;
+        }
+    }
+
+    fn try_push<T>(&self, item: T, inline: bool) -> Result<(), TrySendError<T>>
+    where
+        E: Encoder<T>,
+    {
         let shared = &*self.shared;
         let mut st = shared.state.lock();
         if st.closed.is_some() {
@@ -182,7 +214,7 @@ impl<E> Sender<E> {
             return Err(TrySendError::Encode(Error::encode(e)));
         }
         let after = st.queue.len();
-        let then = shared.pushed(&mut st, before, after);
+        let then = shared.pushed(&mut st, before, after, inline);
         drop(st);
         self.then(then);
         Ok(())
@@ -252,7 +284,7 @@ impl<E> Sender<E> {
             st.waiters = true;
         }
         let end = st.queue.len();
-        let then = shared.pushed(&mut st, start, end);
+        let then = shared.pushed(&mut st, start, end, true);
         drop(st);
         self.then(then);
         match failed {
@@ -359,7 +391,7 @@ impl<E> Sender<E> {
             return Err(Error::encode(e));
         }
         let after = st.queue.len();
-        let then = shared.pushed(&mut st, before, after);
+        let then = shared.pushed(&mut st, before, after, true);
         drop(st);
         self.then(then);
         Ok(())
@@ -443,6 +475,13 @@ impl<E> std::fmt::Debug for Sender<E> {
     }
 }
 
+/// What the writer task waits for before its next look at the queue.
+enum Wait {
+    /// Let the tasks runnable now queue their messages first.
+    Yield,
+    For(Due),
+}
+
 /// When the writer task should next write.
 enum Due {
     Now,
@@ -453,7 +492,7 @@ enum Due {
 impl<E> Shared<E> {
     /// Accounts for the queue growing from `before` to `after` bytes, under
     /// the lock, and decides who writes it.
-    fn pushed(&self, st: &mut State<E>, before: usize, after: usize) -> Then {
+    fn pushed(&self, st: &mut State<E>, before: usize, after: usize, inline: bool) -> Then {
         if after == before {
             return Then::Nothing;
         }
@@ -472,7 +511,7 @@ impl<E> Shared<E> {
                     Then::Nothing
                 }
             }
-            FlushPolicy::Immediate if self.inline => self.take_for_inline(st),
+            FlushPolicy::Immediate if self.inline && inline => self.take_for_inline(st),
             FlushPolicy::Immediate => {
                 if std::mem::replace(&mut st.writer_idle, false) {
                     Then::WakeWriter
@@ -707,11 +746,14 @@ async fn write_until_done<E>(shared: &Shared<E>) -> Result<(), Error> {
 /// the pipe holding the batch (empty when it is time to shut down), or
 /// `None` when the connection closed meanwhile.
 async fn next_batch<E>(shared: &Shared<E>) -> Option<Pipe> {
+    // Under Immediate, the writer lets the tasks runnable when it woke run
+    // first (one yield), so that everything they queue goes in this batch.
+    let mut yielded = shared.policy != FlushPolicy::Immediate;
     loop {
         let notified = shared.wake_writer.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let due = {
+        let wait = {
             let mut st = shared.state.lock();
             if st.closed.is_some() {
                 return None;
@@ -719,7 +761,11 @@ async fn next_batch<E>(shared: &Shared<E>) -> Option<Pipe> {
             if st.pipe.is_some() {
                 let leftover = st.pipe.as_ref().is_some_and(|p| !p.out.is_empty());
                 let due = shared.due(&st);
-                if leftover || matches!(due, Due::Now) {
+                if !leftover && !yielded && matches!(due, Due::Now) {
+                    // Stay marked busy: senders meanwhile only queue.
+                    st.writer_idle = false;
+                    Wait::Yield
+                } else if leftover || matches!(due, Due::Now) {
                     let mut pipe = st.pipe.take()?;
                     if pipe.out.is_empty() {
                         std::mem::swap(&mut st.queue, &mut pipe.out);
@@ -733,34 +779,39 @@ async fn next_batch<E>(shared: &Shared<E>) -> Option<Pipe> {
                         shared.progress.notify_waiters();
                     }
                     return Some(pipe);
-                }
-                if st.queue.is_empty() {
-                    st.flush_requested = false;
-                    if shared.senders.load(Ordering::Acquire) == 0 {
-                        // Shut down: hand out the pipe with nothing in it.
-                        return st.pipe.take();
+                } else {
+                    if st.queue.is_empty() {
+                        st.flush_requested = false;
+                        if shared.senders.load(Ordering::Acquire) == 0 {
+                            // Shut down: hand out the pipe with nothing in it.
+                            return st.pipe.take();
+                        }
+                        if std::mem::take(&mut st.waiters) {
+                            // A flush may be waiting on bytes already written.
+                            shared.progress.notify_waiters();
+                        }
                     }
-                    if std::mem::take(&mut st.waiters) {
-                        // A flush may be waiting on bytes already written.
-                        shared.progress.notify_waiters();
-                    }
+                    // Idle from here, under the same lock as the check: a
+                    // push after it sees the flag and wakes us.
+                    st.writer_idle = true;
+                    Wait::For(due)
                 }
-                // Idle from here, under the same lock as the check: a push
-                // after it sees the flag and wakes us.
-                st.writer_idle = true;
-                due
             } else {
                 // An inline writer holds the pipe; it wakes us if it leaves
                 // work behind.
                 st.writer_idle = true;
-                Due::Never
+                Wait::For(Due::Never)
             }
         };
-        match due {
-            Due::At(t) => {
+        match wait {
+            Wait::Yield => {
+                yielded = true;
+                tokio::task::yield_now().await;
+            }
+            Wait::For(Due::At(t)) => {
                 let _ = tokio::time::timeout_at(t, notified).await;
             }
-            _ => notified.await,
+            Wait::For(_) => notified.await,
         }
     }
 }

@@ -646,7 +646,11 @@ impl ClientConn {
                 None => registered = Some(self.capacity.notified()),
             }
         };
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        // Alone on the connection, a call is written at once, inline; with
+        // other calls in flight, their callers are about to send too (woken
+        // by one read, most likely), so the call is queued for the writer
+        // task's next batch: one write for them all.
+        let alone = self.in_flight.fetch_add(1, Ordering::Relaxed) == 0;
         let mut handle = CallHandle {
             conn: self.clone(),
             id,
@@ -662,7 +666,13 @@ impl ClientConn {
             metadata: (!metadata.is_empty()).then_some(metadata),
             message: None,
         };
-        match self.out.send(Open { path, head, msg }).await {
+        let open = Open { path, head, msg };
+        let sent = if alone {
+            self.out.send(open).await
+        } else {
+            self.out.send_batched(open).await
+        };
+        match sent {
             Ok(()) => {
                 handle.sent = true;
                 Ok(handle)
