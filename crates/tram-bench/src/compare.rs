@@ -32,10 +32,11 @@ use crate::harness::{Server, Summary, measure_window, runtime, si};
 
 /// tonic's generated code.
 #[allow(clippy::all, missing_docs, unreachable_pub)]
-mod pb {
+pub(crate) mod pb {
     tonic::include_proto!("bench");
 }
 
+use crate::ps;
 use pb::EchoMessage;
 
 const PATH: &str = "/bench.Echo/Say";
@@ -438,92 +439,5 @@ impl pb::echo_server::Echo for TonicEcho {
         request: tonic::Request<EchoMessage>,
     ) -> Result<tonic::Response<EchoMessage>, tonic::Status> {
         Ok(tonic::Response::new(request.into_inner()))
-    }
-}
-
-/// protosocket-rpc's messages: its RPC layer needs a request id and a
-/// control code inside every message.
-mod ps {
-    use bytes::Bytes;
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(crate) struct Msg {
-        #[prost(uint64, tag = "1")]
-        pub(crate) request_id: u64,
-        #[prost(uint32, tag = "2")]
-        pub(crate) code: u32,
-        #[prost(uint64, tag = "3")]
-        pub(crate) id: u64,
-        #[prost(bytes = "bytes", tag = "4")]
-        pub(crate) payload: Bytes,
-    }
-
-    impl protosocket_rpc::Message for Msg {
-        fn message_id(&self) -> u64 {
-            self.request_id
-        }
-        fn control_code(&self) -> protosocket_rpc::ProtosocketControlCode {
-            protosocket_rpc::ProtosocketControlCode::from_u8(self.code as u8)
-        }
-        fn set_message_id(&mut self, message_id: u64) {
-            self.request_id = message_id;
-        }
-        fn cancelled(message_id: u64) -> Self {
-            Msg {
-                request_id: message_id,
-                code: protosocket_rpc::ProtosocketControlCode::Cancel as u32,
-                ..Msg::default()
-            }
-        }
-        fn ended(message_id: u64) -> Self {
-            Msg {
-                request_id: message_id,
-                code: protosocket_rpc::ProtosocketControlCode::End as u32,
-                ..Msg::default()
-            }
-        }
-    }
-
-    /// The same codec both ways: requests and responses are one type.
-    pub(crate) type ClientCodec = (
-        protosocket::PooledEncoder<protosocket_prost::ProstSerializer<Msg>>,
-        protosocket_prost::ProstDecoder<Msg>,
-    );
-
-    /// Hands each connection an echo service.
-    pub(crate) struct Service;
-
-    impl protosocket_rpc::server::SocketService for Service {
-        type ConnectionService = Conn;
-        type SocketListener = protosocket::TcpSocketListener;
-
-        fn codec(&mut self) -> ClientCodec {
-            ClientCodec::default()
-        }
-
-        fn new_stream_service(
-            &mut self,
-            _stream: &<protosocket::TcpSocketListener as protosocket::SocketListener>::Stream,
-        ) -> Conn {
-            Conn
-        }
-    }
-
-    /// Echoes every unary call.
-    pub(crate) struct Conn;
-
-    impl protosocket_rpc::server::ConnectionService for Conn {
-        type Codec = ClientCodec;
-        type Request = Msg;
-        type Response = Msg;
-        type UnaryFutureType = std::future::Ready<Msg>;
-        type StreamType = futures::stream::Empty<Msg>;
-
-        fn new_rpc(
-            &mut self,
-            m: Msg,
-        ) -> protosocket_rpc::server::RpcKind<Self::UnaryFutureType, Self::StreamType> {
-            protosocket_rpc::server::RpcKind::Unary(std::future::ready(Msg { code: 0, ..m }))
-        }
     }
 }

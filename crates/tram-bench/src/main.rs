@@ -11,6 +11,7 @@
 
 mod compare;
 mod harness;
+mod ps;
 mod stream;
 
 use clap::{Parser, Subcommand};

@@ -11,6 +11,16 @@
 //!   (4-byte big-endian length, then the payload): the server writes back
 //!   each read's complete frames straight from its read buffer, the client
 //!   writes 256 frames per `write`. Nothing can do the same work with less.
+//!
+//! Server streaming (one call, the server sends messages as fast as the
+//! client takes them; one direction only):
+//! - `tram-rpc`: a tram server-streaming RPC (prost `EchoMessage`s with a
+//!   16-byte payload), with tram's credit flow control.
+//! - `protosocket`: protosocket-rpc 2.0.2's server streaming, the same
+//!   message shape (its `Msg`, which also carries its request id and control
+//!   code).
+//! - `floor-push`: a hand-written server writing 256 length-prefixed frames
+//!   per `write`, and a client counting them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,13 +33,19 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tram::conn::{self, Config, Connection, LengthDelimited, TcpConfig};
 
+use crate::compare::pb::EchoMessage;
 use crate::harness::{Server, Summary, measure_window, runtime, si};
+use crate::ps;
 
 /// Options of `tram-bench stream`.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct Args {
     /// Systems to measure, interleaved in each round.
-    #[arg(long, value_delimiter = ',', default_value = "tram,tram-owned,floor")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tram,tram-owned,floor,tram-rpc,protosocket,floor-push"
+    )]
     systems: Vec<String>,
     /// Payload bytes per message.
     #[arg(long, default_value_t = 16)]
@@ -37,6 +53,10 @@ pub(crate) struct Args {
     /// Messages in flight.
     #[arg(long, default_value_t = 4096)]
     window: u64,
+    /// `tram-rpc`: the stream credit the client grants (messages the server
+    /// may send ahead; tram's default is 64).
+    #[arg(long, default_value_t = 64)]
+    credit: u32,
     /// Rounds (each system once per round).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
@@ -51,7 +71,25 @@ pub(crate) struct Args {
     workers: usize,
 }
 
-const SYSTEMS: [&str; 3] = ["tram", "tram-owned", "floor"];
+const SYSTEMS: [&str; 6] = [
+    "tram",
+    "tram-owned",
+    "floor",
+    "tram-rpc",
+    "protosocket",
+    "floor-push",
+];
+
+/// The floor each system is held against: the echo floor for the echo
+/// systems, the one-way floor for the server-streaming ones.
+fn floor_of(system: &str) -> &'static str {
+    match system {
+        "tram-rpc" | "protosocket" | "floor-push" => "floor-push",
+        _ => "floor",
+    }
+}
+
+const STREAM_PATH: &str = "/bench.Echo/Stream";
 
 /// One measurement of one system.
 #[derive(Debug, Clone, Copy)]
@@ -98,13 +136,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 fn print_table(args: &Args, samples: &[Vec<Sample>]) {
-    let floor = args.systems.iter().position(|s| s == "floor");
     println!();
     println!(
         "| system | msg/s median | msg/s range | client CPU µs/msg | server CPU µs/msg | vs floor (median of rounds) |"
     );
     println!("|---|---|---|---|---|---|");
     for (i, system) in args.systems.iter().enumerate() {
+        let floor = args.systems.iter().position(|s| s == floor_of(system));
         let rates: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
         let r = Summary::of(&rates);
         let c = Summary::of(&samples[i].iter().map(|s| s.client_us).collect::<Vec<_>>());
@@ -152,6 +190,14 @@ async fn measure(
             stop.clone(),
             received.clone(),
         )),
+        "tram-rpc" => tokio::spawn(tram_rpc_client(
+            addr,
+            args.size,
+            args.credit,
+            received.clone(),
+        )),
+        "protosocket" => tokio::spawn(protosocket_client(addr, args.size, received.clone())),
+        "floor-push" => tokio::spawn(floor_push_client(addr, received.clone())),
         _ => tokio::spawn(floor_client(
             addr,
             args.size,
@@ -312,14 +358,144 @@ async fn floor_client(
     Ok(())
 }
 
+/// Counts received messages into `received` in runs, not one atomic
+/// add per message (the same for every client).
+struct Counter<'a> {
+    received: &'a AtomicU64,
+    pending: u64,
+}
+
+impl Counter<'_> {
+    fn one(&mut self) {
+        self.pending += 1;
+        if self.pending == 256 {
+            self.received.fetch_add(256, Ordering::Relaxed);
+            self.pending = 0;
+        }
+    }
+}
+
+async fn tram_rpc_client(
+    addr: SocketAddr,
+    size: usize,
+    credit: u32,
+    received: Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    let mut config = tram::rpc::ChannelConfig::default();
+    config.settings.initial_credit = credit;
+    let ch = tram::rpc::Channel::with_config(addr.to_string(), config);
+    let req = EchoMessage {
+        id: 0,
+        payload: Bytes::from(vec![0xab; size]),
+    };
+    let mut stream = ch
+        .server_streaming::<_, EchoMessage>(STREAM_PATH, tram::rpc::Request::new(req))
+        .await?;
+    let mut count = Counter {
+        received: &received,
+        pending: 0,
+    };
+    while stream.message().await?.is_some() {
+        count.one();
+    }
+    Ok(())
+}
+
+async fn protosocket_client(
+    addr: SocketAddr,
+    size: usize,
+    received: Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let config =
+        protosocket_rpc::client::Configuration::new(protosocket_rpc::client::TcpStreamConnector);
+    let (client, connection) =
+        protosocket_rpc::client::connect::<ps::ClientCodec, _>(addr, &config).await?;
+    let driver = tokio::spawn(connection);
+    let mut stream = client.send_streaming(ps::Msg {
+        request_id: 1,
+        code: 0,
+        id: ps::STREAM,
+        payload: Bytes::from(vec![0xab; size]),
+    })?;
+    let mut count = Counter {
+        received: &received,
+        pending: 0,
+    };
+    while let Some(m) = stream.next().await {
+        m?;
+        count.one();
+    }
+    driver.abort();
+    Ok(())
+}
+
+async fn floor_push_client(addr: SocketAddr, received: Arc<AtomicU64>) -> anyhow::Result<()> {
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        if stream.read_buf(&mut buf).await? == 0 {
+            return Ok(());
+        }
+        let mut frames = 0;
+        while buf.len() >= 4 {
+            let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+            if buf.len() < 4 + len {
+                break;
+            }
+            buf.advance(4 + len);
+            frames += 1;
+        }
+        received.fetch_add(frames, Ordering::Relaxed);
+        buf.reserve(64 * 1024);
+    }
+}
+
+/// The one-way floor's server: 256 frames of `size` bytes per `write`,
+/// for as long as the client reads.
+async fn floor_push(mut stream: TcpStream, size: usize) -> anyhow::Result<()> {
+    let mut buf = BytesMut::with_capacity(256 * (4 + size));
+    for _ in 0..256 {
+        buf.put_u32(size as u32);
+        buf.put_bytes(0xab, size);
+    }
+    loop {
+        stream.write_all(&buf).await?;
+    }
+}
+
 /// Serves one system on `listener` until aborted.
 pub(crate) async fn serve(system: String, listener: TcpListener) -> anyhow::Result<()> {
+    if system == "tram-rpc" {
+        let server = tram::rpc::Server::builder()
+            .server_streaming(
+                STREAM_PATH,
+                |req: tram::rpc::Request<EchoMessage>| async move {
+                    let msg = req.into_inner();
+                    let copies = futures::stream::repeat_with(move || Ok(msg.clone()));
+                    Ok(tram::rpc::Response::new(copies))
+                },
+            )
+            .build();
+        let listener = tram::conn::Listener::from_tokio(listener, TcpConfig::default());
+        server
+            .serve_listener(listener, std::future::pending())
+            .await?;
+        return Ok(());
+    }
+    if system == "protosocket" {
+        return crate::compare::serve(system, listener).await;
+    }
     loop {
         let (stream, _) = listener.accept().await?;
         stream.set_nodelay(true)?;
         match system.as_str() {
             "tram" => tokio::spawn(tram_echo(stream)),
             "tram-owned" => tokio::spawn(tram_echo_owned(stream)),
+            // The payload size is the default's: the server process is not
+            // told the client's flags.
+            "floor-push" => tokio::spawn(floor_push(stream, 16)),
             _ => tokio::spawn(floor_echo(stream)),
         };
     }

@@ -47,17 +47,17 @@ pub struct ChannelConfig {
     /// When a connection is at the server's `max_concurrent_calls`: wait
     /// for a slot (`true`, default) or fail with `RESOURCE_EXHAUSTED`.
     pub wait_for_capacity: bool,
-    /// Whether a caller that finds the connection idle writes its call
-    /// itself (default `true`; see [`conn::Config::inline_writes`]). When
-    /// off, calls are only queued and the connection's writer task sends
-    /// them; measured with `tram-bench compare`, inline was as fast or
-    /// faster at 1, 32 and 256 calls in flight.
-    pub inline_writes: bool,
     /// Limits this client announces (its receive side).
     pub settings: Settings,
     /// Socket options.
     pub tcp: TcpConfig,
-    /// Message-stream options (buffer sizes, outbound bound).
+    /// Message-stream options (buffer sizes, outbound bound, inline
+    /// writes). With [`conn::Config::inline_writes`] on (the default), a
+    /// caller alone on its connection writes its call itself: the lowest
+    /// latency for one call at a time. Calls made while others are in
+    /// flight are always queued for the connection's writer task, which
+    /// sends everything the callers runnable at that moment queued in one
+    /// write.
     pub conn: conn::Config,
 }
 
@@ -70,7 +70,6 @@ impl Default for ChannelConfig {
             backoff_max: Duration::from_secs(10),
             retries: 0,
             wait_for_capacity: true,
-            inline_writes: true,
             settings: Settings::DEFAULT,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),

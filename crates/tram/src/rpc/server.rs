@@ -23,7 +23,7 @@ use tram_wire::{CallId, Code, Frame, GoAway, Metadata, Reason, Settings};
 
 use super::codec::{Hello, Msg, RpcDecoder, RpcEncoder};
 use super::exec::{BoxFuture, Exec};
-use super::stream::{CallShared, Streaming, send_message};
+use super::stream::{CallShared, Streaming, send_message_with_credit};
 use super::{Request, Response, Status};
 use crate::conn::{self, Connection, Listener, Sender, TcpConfig};
 
@@ -187,10 +187,30 @@ where
 {
     let shared = &start.stream_state();
     let mut stream = pin!(stream);
-    while let Some(item) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
-        send_message(&start.out, shared, start.call, &item?, false).await?;
+    // While the handler's stream has messages ready and the client has
+    // granted credit for them, they are only queued (corked); the queue is
+    // written as soon as either runs dry: a burst costs one write.
+    let mut cork = None;
+    loop {
+        let next = std::future::poll_fn(|cx| {
+            let next = stream.as_mut().poll_next(cx);
+            if next.is_pending() {
+                cork = None;
+            }
+            next
+        })
+        .await;
+        let Some(item) = next else { return Ok(()) };
+        let item = item?;
+        if !shared.try_take_send_credit()? {
+            cork = None;
+            shared.take_send_credit().await?;
+        }
+        if cork.is_none() {
+            cork = Some(start.out.cork());
+        }
+        send_message_with_credit(&start.out, start.call, &item, false).await?;
     }
-    Ok(())
 }
 
 /// The request of a single-request method, decoded from the CALL.

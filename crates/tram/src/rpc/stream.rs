@@ -30,13 +30,50 @@ struct CallState {
     recv_allowed: i64,
     /// Messages consumed since credit was last returned.
     consumed: u32,
+    /// Their bytes.
+    consumed_bytes: usize,
     /// Our window: credit is returned once half of it is consumed.
     window: u32,
+    /// The window we advertised: the least it shrinks back to.
+    initial_window: u32,
     /// Messages we may still send.
     send_credit: u64,
     writer: Option<Waker>,
     /// The call is over (cancelled or the connection lost): sends fail.
     aborted: Option<Status>,
+}
+
+/// Bytes of unread messages one call's window aims to allow: the window
+/// (counted in messages, as credit is) grows past the advertised
+/// `initial_credit` while messages are small, so that a stream of small
+/// messages is not held to a few dozen per round trip, and shrinks back as
+/// they grow.
+const WINDOW_BYTES: usize = 256 * 1024;
+/// The largest window, in messages.
+const MAX_WINDOW: u32 = 4096;
+
+impl CallState {
+    /// Credit to return for what was consumed since the last grant, after
+    /// fitting the window to the size of the messages consumed.
+    fn retune(&mut self) -> u32 {
+        let consumed = std::mem::take(&mut self.consumed);
+        let bytes = std::mem::take(&mut self.consumed_bytes);
+        let average = (bytes / consumed.max(1) as usize).max(1);
+        let fit = (WINDOW_BYTES / average).min(MAX_WINDOW as usize) as u32;
+        let target = fit.max(self.initial_window);
+        if target >= self.window {
+            // Grow: the extra is granted on top of what was consumed.
+            let grow = target - self.window;
+            self.window = target;
+            consumed + grow
+        } else {
+            // Shrink: hold back part of what was consumed (never all of
+            // it, so the peer is never left without credit).
+            let shrink = (self.window - target).min(consumed - 1);
+            self.window -= shrink;
+            consumed - shrink
+        }
+    }
 }
 
 /// The peer sent more messages than it had credit for, or overflowed a
@@ -55,7 +92,9 @@ impl CallShared {
                 reader: None,
                 recv_allowed: i64::from(window),
                 consumed: 0,
+                consumed_bytes: 0,
                 window: window.max(1),
+                initial_window: window.max(1),
                 send_credit: u64::from(send_credit),
                 writer: None,
                 aborted: None,
@@ -115,6 +154,19 @@ impl CallShared {
         r.into_iter().chain(w).for_each(Waker::wake);
     }
 
+    /// Takes credit to send one message if the peer has granted some.
+    pub(crate) fn try_take_send_credit(&self) -> Result<bool, Status> {
+        let mut st = self.st.lock();
+        if let Some(s) = &st.aborted {
+            return Err(s.clone());
+        }
+        if st.send_credit > 0 {
+            st.send_credit -= 1;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     /// Waits for credit to send one message, and takes it.
     pub(crate) async fn take_send_credit(&self) -> Result<(), Status> {
         std::future::poll_fn(|cx| {
@@ -138,11 +190,12 @@ impl CallShared {
         let mut st = self.st.lock();
         if let Some(msg) = st.inbox.pop_front() {
             st.consumed += 1;
+            st.consumed_bytes += msg.len();
             let mut grant = 0;
             // Return credit in batches of half the window, not per message,
             // and not once the peer is done sending.
             if st.consumed >= st.window.div_ceil(2) && st.inbox_end.is_none() {
-                grant = std::mem::take(&mut st.consumed);
+                grant = st.retune();
                 st.recv_allowed += i64::from(grant);
             }
             return Poll::Ready((Some(Ok(msg)), grant));
@@ -250,6 +303,16 @@ pub(crate) async fn send_message<M: prost::Message>(
     end_stream: bool,
 ) -> Result<(), Status> {
     shared.take_send_credit().await?;
+    send_message_with_credit(out, call, msg, end_stream).await
+}
+
+/// Sends one message for which credit has already been taken.
+pub(crate) async fn send_message_with_credit<M: prost::Message>(
+    out: &Sender<RpcEncoder>,
+    call: CallId,
+    msg: &M,
+    end_stream: bool,
+) -> Result<(), Status> {
     out.send(Msg {
         call,
         end_stream,
@@ -260,4 +323,45 @@ pub(crate) async fn send_message<M: prost::Message>(
         crate::conn::ErrorKind::Encode => Status::resource_exhausted(e.to_string()),
         _ => Status::unavailable("connection closed"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn consume(shared: &CallShared, n: usize, size: usize) -> u32 {
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut granted = 0;
+        for _ in 0..n {
+            shared.push(Bytes::from(vec![0; size])).expect("within credit");
+            match shared.poll_next(&mut cx) {
+                Poll::Ready((Some(Ok(_)), grant)) => granted += grant,
+                _ => panic!("a pushed message is ready"),
+            }
+        }
+        granted
+    }
+
+    #[test]
+    fn window_grows_for_small_messages_and_shrinks_back() {
+        let shared = CallShared::new(64, 64);
+        // Small messages: the window grows to its cap, granted as extra.
+        let granted = consume(&shared, 32, 16);
+        assert!(granted > 32, "granted {granted}");
+        let mut total = granted;
+        total += consume(&shared, 4096, 16);
+        assert_eq!(shared.st.lock().window, MAX_WINDOW);
+        assert!(total > 4096);
+        // Large messages: it shrinks back towards the advertised window,
+        // and every grant returns at least one credit.
+        for _ in 0..200 {
+            let w = shared.st.lock().window;
+            let g = consume(&shared, (w as usize).div_ceil(2), 64 * 1024);
+            assert!(g >= 1);
+        }
+        assert_eq!(shared.st.lock().window, 64);
+        // The peer never had more credit than the window allows.
+        assert!(shared.st.lock().recv_allowed <= i64::from(MAX_WINDOW));
+    }
 }
