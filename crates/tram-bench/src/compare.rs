@@ -23,12 +23,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use hdrhistogram::Histogram;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-use crate::harness::{Server, Summary, measure_window, runtime, si};
+use crate::harness::{
+    Hist, Machine, Percentiles, ProcArgs, Recorder, Server, Summary, client_runtime,
+    measure_window, new_hist, si, write_json,
+};
 
 /// tonic's generated code.
 #[allow(clippy::all, missing_docs, unreachable_pub)]
@@ -51,13 +53,13 @@ pub(crate) struct Args {
         value_delimiter = ',',
         default_value = "tram,tonic,protosocket,floor"
     )]
-    systems: Vec<String>,
+    pub(crate) systems: Vec<String>,
     /// Calls in flight.
     #[arg(long, value_delimiter = ',', default_value = "1,32,256")]
-    concurrency: Vec<usize>,
+    pub(crate) concurrency: Vec<usize>,
     /// Payload bytes per call.
     #[arg(long, value_delimiter = ',', default_value = "16")]
-    payload: Vec<usize>,
+    pub(crate) payload: Vec<usize>,
     /// Rounds (each system once per round, per setting).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
@@ -67,16 +69,15 @@ pub(crate) struct Args {
     /// Seconds of warm-up before each measurement.
     #[arg(long, default_value_t = 0.5)]
     warmup: f64,
-    /// Runtime worker threads in each process.
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
+    #[command(flatten)]
+    pub(crate) proc: ProcArgs,
 }
 
 struct Sample {
     rate: f64,
     client_us: f64,
     server_us: f64,
-    latency: Histogram<u64>,
+    latency: Hist,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
@@ -88,13 +89,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let servers = args
         .systems
         .iter()
-        .map(|s| Server::start("compare", s, args.workers))
+        .map(|s| Server::start("compare", s, &args.proc))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let rt = runtime(args.workers)?;
+    let rt = client_runtime(&args.proc)?;
     println!(
-        "unary echo: {} rounds x {}s per system, {} workers per process, systems interleaved",
-        args.rounds, args.secs, args.workers
+        "unary echo: {} rounds x {}s per system, {} workers per process{}, systems interleaved",
+        args.rounds,
+        args.secs,
+        args.proc.workers,
+        if args.proc.pin { ", pinned" } else { "" }
     );
+    let mut results = Vec::new();
     for &payload in &args.payload {
         for &c in &args.concurrency {
             let mut samples: Vec<Vec<Sample>> = args.systems.iter().map(|_| Vec::new()).collect();
@@ -112,10 +117,104 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 }
             }
             print_table(args, payload, c, &samples);
+            results.push(Setting::of(args, payload, c, &samples));
         }
     }
+    let report = Report {
+        bench: "compare",
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: Machine::this(),
+        proc: args.proc.clone(),
+        rounds: args.rounds,
+        secs: args.secs,
+        settings: results,
+    };
+    let json = write_json(&args.proc.out, "compare.json", &report)?;
+    let svg = args.proc.out.join("compare.svg");
+    crate::chart::compare(&svg, &report)?;
+    println!("\nwrote {} and {}", json.display(), svg.display());
     Ok(())
 }
+
+/// The result file of `compare`.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Report {
+    pub(crate) bench: &'static str,
+    pub(crate) command: String,
+    pub(crate) machine: Machine,
+    pub(crate) proc: ProcArgs,
+    pub(crate) rounds: usize,
+    pub(crate) secs: f64,
+    pub(crate) settings: Vec<Setting>,
+}
+
+/// One payload size and concurrency: every system's figures, and tram's
+/// ratios to each of them.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Setting {
+    pub(crate) payload: usize,
+    pub(crate) concurrency: usize,
+    pub(crate) systems: Vec<SystemResult>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct SystemResult {
+    pub(crate) system: String,
+    /// Calls per second, one per round.
+    pub(crate) rates: Vec<f64>,
+    pub(crate) rate: Summary,
+    pub(crate) latency: Percentiles,
+    pub(crate) client_cpu_us: Summary,
+    pub(crate) server_cpu_us: Summary,
+    /// tram's calls/s over this system's, per round then summarised
+    /// (absent for tram itself, or without tram in the run).
+    pub(crate) tram_ratio: Option<Summary>,
+}
+
+impl Setting {
+    fn of(args: &Args, payload: usize, c: usize, samples: &[Vec<Sample>]) -> Setting {
+        let tram = args.systems.iter().position(|s| s == "tram");
+        let systems = args
+            .systems
+            .iter()
+            .enumerate()
+            .map(|(i, system)| {
+                let rates: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
+                let mut all = new_hist();
+                for s in &samples[i] {
+                    let _ = all.add(&s.latency);
+                }
+                let tram_ratio = tram.filter(|&t| t != i).map(|t| {
+                    let r: Vec<f64> = samples[t]
+                        .iter()
+                        .zip(&samples[i])
+                        .map(|(a, b)| a.rate / b.rate)
+                        .collect();
+                    Summary::of(&r)
+                });
+                SystemResult {
+                    system: system.clone(),
+                    rate: Summary::of(&rates),
+                    rates,
+                    latency: Percentiles::of(&all),
+                    client_cpu_us: Summary::of(
+                        &samples[i].iter().map(|s| s.client_us).collect::<Vec<_>>(),
+                    ),
+                    server_cpu_us: Summary::of(
+                        &samples[i].iter().map(|s| s.server_us).collect::<Vec<_>>(),
+                    ),
+                    tram_ratio,
+                }
+            })
+            .collect();
+        Setting {
+            payload,
+            concurrency: c,
+            systems,
+        }
+    }
+}
+
 
 fn print_table(args: &Args, payload: usize, c: usize, samples: &[Vec<Sample>]) {
     println!("\n{payload}-byte payload, {c} calls in flight:\n");
@@ -127,7 +226,7 @@ fn print_table(args: &Args, payload: usize, c: usize, samples: &[Vec<Sample>]) {
         let rate = Summary::of(&samples[i].iter().map(|s| s.rate).collect::<Vec<_>>());
         let cu = Summary::of(&samples[i].iter().map(|s| s.client_us).collect::<Vec<_>>());
         let su = Summary::of(&samples[i].iter().map(|s| s.server_us).collect::<Vec<_>>());
-        let mut all = Histogram::<u64>::new(3).expect("histogram");
+        let mut all = new_hist();
         for s in &samples[i] {
             let _ = all.add(&s.latency);
         }
@@ -215,11 +314,6 @@ struct Load {
     stop: Arc<AtomicBool>,
 }
 
-type Hist = Histogram<u64>;
-
-fn new_hist() -> Hist {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds")
-}
 
 impl Load {
     /// Runs `c` callers of `call` until stopped; merges their histograms.
@@ -228,11 +322,12 @@ impl Load {
         F: Fn(u64) -> Fut + Clone + Send + 'static,
         Fut: Future<Output = anyhow::Result<u64>> + Send,
     {
+        let hist = Arc::new(parking_lot::Mutex::new(new_hist()));
         let mut tasks = Vec::new();
         for t in 0..self.c {
-            let (this, call) = (self.clone(), call.clone());
+            let (this, call, hist) = (self.clone(), call.clone(), hist.clone());
             tasks.push(tokio::spawn(async move {
-                let mut hist = new_hist();
+                let mut rec = Recorder::new(hist);
                 let mut id = (t as u64) << 40;
                 while !this.stop.load(Ordering::Relaxed) {
                     id += 1;
@@ -240,17 +335,17 @@ impl Load {
                     let got = call(id).await?;
                     anyhow::ensure!(got == id, "response {got} for request {id}");
                     if this.recording.load(Ordering::Relaxed) {
-                        hist.record((began.elapsed().as_nanos() as u64).max(1))?;
+                        rec.record(began.elapsed().as_nanos() as u64);
                     }
                     this.done.fetch_add(1, Ordering::Relaxed);
                 }
-                anyhow::Ok(hist)
+                anyhow::Ok(())
             }));
         }
-        let mut all = new_hist();
         for t in tasks {
-            all.add(t.await??)?;
+            t.await??;
         }
+        let all = std::mem::replace(&mut *hist.lock(), new_hist());
         Ok(all)
     }
 

@@ -8,6 +8,50 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+/// How the client and server processes run: the same for every system.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct ProcArgs {
+    /// Runtime worker threads in each process (client and server).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) workers: u16,
+    /// Pin the client process to CPU 0 and every server process to CPU 1
+    /// (all of each process's threads). Off by default: the scheduler
+    /// places threads.
+    #[arg(long)]
+    pub(crate) pin: bool,
+    /// Directory for the JSON results and SVG charts.
+    #[arg(long, default_value = "target/tram-bench")]
+    #[serde(skip)]
+    pub(crate) out: std::path::PathBuf,
+}
+
+/// The CPU the client process is pinned to with `--pin`; servers take the
+/// next one.
+const CLIENT_CPU: usize = 0;
+const SERVER_CPU: usize = 1;
+
+/// Pins this process's current thread, and so every thread it starts
+/// afterwards (Linux threads inherit their creator's affinity), to `cpu`.
+pub(crate) fn pin_to(cpu: usize) -> anyhow::Result<()> {
+    let cores = core_affinity::get_core_ids().context("listing CPUs")?;
+    let core = cores
+        .into_iter()
+        .find(|c| c.id == cpu)
+        .with_context(|| format!("no CPU {cpu} to pin to"))?;
+    if !core_affinity::set_for_current(core) {
+        bail!("pinning to CPU {cpu} failed");
+    }
+    Ok(())
+}
+
+/// The client's runtime, pinned first if asked.
+pub(crate) fn client_runtime(p: &ProcArgs) -> anyhow::Result<tokio::runtime::Runtime> {
+    if p.pin {
+        pin_to(CLIENT_CPU)?;
+    }
+    runtime(p.workers.into())
+}
+
 /// Arguments of the hidden `serve` subcommand.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct ServeArgs {
@@ -20,11 +64,17 @@ pub(crate) struct ServeArgs {
     /// Runtime worker threads.
     #[arg(long, default_value_t = 2)]
     pub(crate) workers: usize,
+    /// Pin the process to this CPU.
+    #[arg(long)]
+    pub(crate) cpu: Option<usize>,
 }
 
 /// Runs a server in this process: binds an ephemeral loopback port, prints
 /// `PORT <n>`, and serves until stdin closes.
 pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    if let Some(cpu) = args.cpu {
+        pin_to(cpu)?;
+    }
     let rt = runtime(args.workers)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -33,7 +83,9 @@ pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         std::io::stdout().flush()?;
         let server = match args.bench.as_str() {
             "stream" => tokio::spawn(crate::stream::serve(args.system.clone(), listener)),
-            "compare" => tokio::spawn(crate::compare::serve(args.system.clone(), listener)),
+            "compare" | "rate" => {
+                tokio::spawn(crate::compare::serve(args.system.clone(), listener))
+            }
             other => bail!("unknown bench {other}"),
         };
         // The parent closes our stdin when it is done (or dies).
@@ -69,11 +121,15 @@ pub(crate) struct Server {
 
 impl Server {
     /// Starts `tram-bench serve` for one system and waits for its port.
-    pub(crate) fn start(bench: &str, system: &str, workers: usize) -> anyhow::Result<Server> {
+    pub(crate) fn start(bench: &str, system: &str, p: &ProcArgs) -> anyhow::Result<Server> {
         let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
-            .args(["serve", "--bench", bench, "--system", system])
-            .args(["--workers", &workers.to_string()])
+        let mut cmd = Command::new(exe);
+        cmd.args(["serve", "--bench", bench, "--system", system])
+            .args(["--workers", &p.workers.to_string()]);
+        if p.pin {
+            cmd.args(["--cpu", &SERVER_CPU.to_string()]);
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -92,7 +148,11 @@ impl Server {
 
     /// CPU time (user + system) the server process has used so far.
     pub(crate) fn cpu(&self) -> anyhow::Result<Duration> {
-        proc_cpu(&format!("/proc/{}/stat", self.child.id()))
+        pid_cpu(self.child.id())
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
@@ -167,6 +227,11 @@ pub(crate) fn self_cpu() -> anyhow::Result<Duration> {
     proc_cpu("/proc/self/stat")
 }
 
+/// CPU time (user + system) process `pid` has used so far.
+pub(crate) fn pid_cpu(pid: u32) -> anyhow::Result<Duration> {
+    proc_cpu(&format!("/proc/{pid}/stat"))
+}
+
 fn proc_cpu(path: &str) -> anyhow::Result<Duration> {
     let stat = std::fs::read_to_string(path)?;
     // Fields after the command name, which is in parentheses and may hold
@@ -178,8 +243,116 @@ fn proc_cpu(path: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_millis(ticks * 10))
 }
 
+/// The machine a run was taken on, for the result files.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Machine {
+    pub(crate) cpu: String,
+    pub(crate) cpus: usize,
+    pub(crate) kernel: String,
+}
+
+impl Machine {
+    pub(crate) fn this() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map_or_else(|| "unknown".into(), |(_, m)| m.trim().to_string());
+        Machine {
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(0, usize::from),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map_or_else(|_| "unknown".into(), |k| k.trim().to_string()),
+        }
+    }
+}
+
+/// Writes `value` as pretty JSON to `dir/name`, creating `dir`; returns
+/// the path written.
+pub(crate) fn write_json<T: serde::Serialize>(
+    dir: &std::path::Path,
+    name: &str,
+    value: &T,
+) -> anyhow::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(name);
+    let json = serde_json::to_string_pretty(value)?;
+    std::fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// A latency histogram in nanoseconds, 1 ns to 60 s, 3 significant digits.
+pub(crate) type Hist = hdrhistogram::Histogram<u64>;
+
+pub(crate) fn new_hist() -> Hist {
+    Hist::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds")
+}
+
+/// Latency percentiles of a histogram, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub(crate) struct Percentiles {
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
+    pub(crate) p999_us: f64,
+    pub(crate) max_us: f64,
+    pub(crate) count: u64,
+}
+
+impl Percentiles {
+    pub(crate) fn of(h: &Hist) -> Percentiles {
+        let us = |v: u64| v as f64 / 1e3;
+        Percentiles {
+            p50_us: us(h.value_at_quantile(0.5)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+            count: h.len(),
+        }
+    }
+}
+
+/// Records latencies into a shared histogram a run at a time: one lock per
+/// 256 samples, and one histogram in the cache rather than one per caller.
+/// Every system's client records through it, so its cost is the same for
+/// all.
+pub(crate) struct Recorder {
+    shared: std::sync::Arc<parking_lot::Mutex<Hist>>,
+    buf: Vec<u64>,
+}
+
+impl Recorder {
+    pub(crate) fn new(shared: std::sync::Arc<parking_lot::Mutex<Hist>>) -> Recorder {
+        Recorder {
+            shared,
+            buf: Vec::with_capacity(256),
+        }
+    }
+
+    pub(crate) fn record(&mut self, nanos: u64) {
+        self.buf.push(nanos.max(1));
+        if self.buf.len() == self.buf.capacity() {
+            self.flush();
+        }
+    }
+
+    pub(crate) fn flush(&mut self) {
+        let mut h = self.shared.lock();
+        for v in self.buf.drain(..) {
+            // Out of range only past 60 s: saturate rather than lose it.
+            h.saturating_record(v);
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// Median and range of a set of measurements.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize)]
 pub(crate) struct Summary {
     pub(crate) median: f64,
     pub(crate) min: f64,

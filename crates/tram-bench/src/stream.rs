@@ -34,7 +34,9 @@ use tokio::sync::Notify;
 use tram::conn::{self, Config, Connection, LengthDelimited, TcpConfig};
 
 use crate::compare::pb::EchoMessage;
-use crate::harness::{Server, Summary, measure_window, runtime, si};
+use crate::harness::{
+    Machine, ProcArgs, Server, Summary, client_runtime, measure_window, si, write_json,
+};
 use crate::ps;
 
 /// Options of `tram-bench stream`.
@@ -66,9 +68,8 @@ pub(crate) struct Args {
     /// Seconds of warm-up before each measurement.
     #[arg(long, default_value_t = 0.5)]
     warmup: f64,
-    /// Runtime worker threads in each process.
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
+    #[command(flatten)]
+    proc: ProcArgs,
 }
 
 const SYSTEMS: [&str; 6] = [
@@ -108,13 +109,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let servers = args
         .systems
         .iter()
-        .map(|s| Server::start("stream", s, args.workers))
+        .map(|s| Server::start("stream", s, &args.proc))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let rt = runtime(args.workers)?;
+    let rt = client_runtime(&args.proc)?;
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); args.systems.len()];
     println!(
         "stream echo: {} B payload, {} in flight, {} rounds x {}s, {} workers per process",
-        args.size, args.window, args.rounds, args.secs, args.workers
+        args.size, args.window, args.rounds, args.secs, args.proc.workers
     );
     for round in 0..args.rounds {
         for (i, (system, server)) in args.systems.iter().zip(&servers).enumerate() {
@@ -131,43 +132,107 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             samples[i].push(s);
         }
     }
-    print_table(args, &samples);
+    let rows = rows(args, &samples);
+    print_table(&rows);
+    let report = Report {
+        bench: "stream",
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: Machine::this(),
+        proc: args.proc.clone(),
+        size: args.size,
+        window: args.window,
+        rounds: args.rounds,
+        secs: args.secs,
+        systems: rows,
+    };
+    let json = write_json(&args.proc.out, "stream.json", &report)?;
+    println!("\nwrote {}", json.display());
     Ok(())
 }
 
-fn print_table(args: &Args, samples: &[Vec<Sample>]) {
+/// The result file of `stream`.
+#[derive(Debug, serde::Serialize)]
+struct Report {
+    bench: &'static str,
+    command: String,
+    machine: Machine,
+    proc: ProcArgs,
+    size: usize,
+    window: u64,
+    rounds: usize,
+    secs: f64,
+    systems: Vec<Row>,
+}
+
+/// One system's figures over the rounds.
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    system: String,
+    /// Messages per second, one per round.
+    rates: Vec<f64>,
+    rate: Summary,
+    client_cpu_us: Summary,
+    server_cpu_us: Summary,
+    /// Which floor it is held against, and its rate over the floor's
+    /// (per round, then summarised).
+    floor: &'static str,
+    of_floor: Option<Summary>,
+}
+
+fn rows(args: &Args, samples: &[Vec<Sample>]) -> Vec<Row> {
+    args.systems
+        .iter()
+        .enumerate()
+        .map(|(i, system)| {
+            let floor = floor_of(system);
+            let of_floor = args.systems.iter().position(|s| s == floor).map(|f| {
+                // Ratio per round (same round = closest conditions).
+                let per_round: Vec<f64> = samples[i]
+                    .iter()
+                    .zip(&samples[f])
+                    .map(|(a, b)| a.rate / b.rate)
+                    .collect();
+                Summary::of(&per_round)
+            });
+            let rates: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
+            Row {
+                system: system.clone(),
+                rate: Summary::of(&rates),
+                rates,
+                client_cpu_us: Summary::of(
+                    &samples[i].iter().map(|s| s.client_us).collect::<Vec<_>>(),
+                ),
+                server_cpu_us: Summary::of(
+                    &samples[i].iter().map(|s| s.server_us).collect::<Vec<_>>(),
+                ),
+                floor,
+                of_floor,
+            }
+        })
+        .collect()
+}
+
+fn print_table(rows: &[Row]) {
     println!();
     println!(
-        "| system | msg/s median | msg/s range | client CPU µs/msg | server CPU µs/msg | vs floor (median of rounds) |"
+        "| system | msg/s median | msg/s range | client CPU µs/msg | server CPU µs/msg | of its floor (median, range) |"
     );
     println!("|---|---|---|---|---|---|");
-    for (i, system) in args.systems.iter().enumerate() {
-        let floor = args.systems.iter().position(|s| s == floor_of(system));
-        let rates: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
-        let r = Summary::of(&rates);
-        let c = Summary::of(&samples[i].iter().map(|s| s.client_us).collect::<Vec<_>>());
-        let sv = Summary::of(&samples[i].iter().map(|s| s.server_us).collect::<Vec<_>>());
-        let ratio = floor.map(|f| {
-            // Ratio per round (same round = closest conditions), then median.
-            let per_round: Vec<f64> = samples[i]
-                .iter()
-                .zip(&samples[f])
-                .map(|(a, b)| a.rate / b.rate)
-                .collect();
-            Summary::of(&per_round)
-        });
+    for r in rows {
         println!(
-            "| {system} | {} | {}–{} | {:.3} | {:.3} | {} |",
-            si(r.median),
-            si(r.min),
-            si(r.max),
-            c.median,
-            sv.median,
-            ratio.map_or("-".into(), |q| format!(
-                "{:.0}% ({:.0}–{:.0}%)",
+            "| {} | {} | {}–{} | {:.3} | {:.3} | {} |",
+            r.system,
+            si(r.rate.median),
+            si(r.rate.min),
+            si(r.rate.max),
+            r.client_cpu_us.median,
+            r.server_cpu_us.median,
+            r.of_floor.map_or("-".into(), |q| format!(
+                "{:.0}% ({:.0}–{:.0}%) of {}",
                 q.median * 100.0,
                 q.min * 100.0,
-                q.max * 100.0
+                q.max * 100.0,
+                r.floor
             )),
         );
     }

@@ -754,3 +754,30 @@ async fn spawned_handlers_survive_immediate_id_reuse() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_loop_past_the_default_concurrency_limit() {
+    // More callers than the default max_concurrent_calls (1024), each
+    // calling again as soon as its call returns: slots freed by one call are
+    // taken by the next, and every caller finishes.
+    let (addr, _stop, _task) = start(echo_service().max_concurrent_calls(65_536).build()).await;
+    let ch = Channel::new(addr.to_string());
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..1_500u64 {
+        let ch = ch.clone();
+        tasks.spawn(async move {
+            for i in 0..100u64 {
+                let id = t * 1_000 + i;
+                let r: Response<Echo> = ch.unary("/test.Echo/Say", Request::new(echo(id))).await?;
+                assert_eq!(r.get_ref().id, id, "response routed to its own call");
+            }
+            Ok::<_, Status>(())
+        });
+    }
+    within(60, "150k calls from 1500 callers", async {
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap().unwrap();
+        }
+    })
+    .await;
+}

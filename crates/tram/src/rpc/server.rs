@@ -622,6 +622,9 @@ impl Driver {
         let out = self.out.clone();
         let _cork = out.cork();
         // Frames first, a bounded number per turn so handlers get polled.
+        // Stopping at the bound leaves frames unread and no wake-up
+        // registered with the socket: the driver then wakes itself.
+        let mut more_frames = true;
         for _ in 0..1024 {
             match inbound.poll_recv(cx) {
                 Poll::Ready(Some(Ok(frame))) => self.on_frame(frame)?,
@@ -637,7 +640,10 @@ impl Driver {
                 }
                 // The client closed: nothing more can be answered usefully.
                 Poll::Ready(None) => return Poll::Ready(Ok(())),
-                Poll::Pending => break,
+                Poll::Pending => {
+                    more_frames = false;
+                    break;
+                }
             }
         }
         let calls = &mut self.calls;
@@ -652,6 +658,9 @@ impl Driver {
         });
         if self.going_away && self.calls.is_empty() {
             return Poll::Ready(Ok(()));
+        }
+        if more_frames {
+            cx.waker().wake_by_ref();
         }
         Poll::Pending
     }

@@ -1,0 +1,189 @@
+//! SVG charts of the result files (plotters' SVG backend: text is left to
+//! the viewer, so no font files are needed).
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::compare;
+use crate::rate;
+
+/// One colour per system, the same in every chart.
+fn colour(system: &str) -> RGBColor {
+    match system {
+        "tram" => RGBColor(0x1f, 0x77, 0xb4),
+        "tonic" => RGBColor(0xd6, 0x27, 0x28),
+        "protosocket" => RGBColor(0x2c, 0xa0, 0x2c),
+        "floor" => RGBColor(0x7f, 0x7f, 0x7f),
+        _ => RGBColor(0x94, 0x67, 0xbd),
+    }
+}
+
+fn draw_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing the chart: {e:?}")
+}
+
+/// Calls per second of every system at every setting, grouped by setting,
+/// on a log scale (the systems are orders of magnitude apart).
+pub(crate) fn compare(path: &Path, report: &compare::Report) -> anyhow::Result<()> {
+    let settings = &report.settings;
+    let systems: Vec<&str> = settings
+        .first()
+        .map(|s| s.systems.iter().map(|r| r.system.as_str()).collect())
+        .unwrap_or_default();
+    let top = settings
+        .iter()
+        .flat_map(|s| &s.systems)
+        .map(|r| r.rate.max)
+        .filter(|r| r.is_finite())
+        .fold(1e3, f64::max);
+    let width = 160 + 140 * settings.len().max(1) as u32;
+    let root = SVGBackend::new(path, (width.max(640), 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "tram-bench compare: unary echo, calls/s (median of rounds; whiskers: range)",
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..settings.len().max(1) as f64, (1e3..top * 2.0).log_scale())
+        .map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc("calls/s")
+        .y_label_formatter(&|v| crate::harness::si(*v))
+        .draw()
+        .map_err(draw_err)?;
+    let n = systems.len().max(1) as f64;
+    let bar = 0.8 / n;
+    for (si, system) in systems.iter().enumerate() {
+        let c = colour(system);
+        let bars = settings.iter().enumerate().filter_map(|(g, s)| {
+            let r = s.systems.get(si)?;
+            let x0 = g as f64 + 0.1 + si as f64 * bar;
+            Some(Rectangle::new(
+                [(x0, 1e3), (x0 + bar * 0.9, r.rate.median.max(1e3))],
+                c.filled(),
+            ))
+        });
+        chart
+            .draw_series(bars)
+            .map_err(draw_err)?
+            .label(*system)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        let whiskers = settings.iter().enumerate().filter_map(|(g, s)| {
+            let r = s.systems.get(si)?;
+            let x = g as f64 + 0.1 + si as f64 * bar + bar * 0.45;
+            Some(PathElement::new(
+                vec![(x, r.rate.min.max(1e3)), (x, r.rate.max.max(1e3))],
+                BLACK.stroke_width(1),
+            ))
+        });
+        chart.draw_series(whiskers).map_err(draw_err)?;
+    }
+    // The settings under their groups.
+    for (g, s) in settings.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(g as f64 + 0.5, 1e3));
+        root.draw(&Text::new(
+            format!("{} B, C={}", s.payload, s.concurrency),
+            (x - 40, y + 10),
+            ("sans-serif", 13),
+        ))
+        .map_err(draw_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw_err)?;
+    root.present().map_err(draw_err)?;
+    Ok(())
+}
+
+/// Latency percentiles against achieved throughput for every system, one
+/// line per system and percentile (p99.9 solid, p50 thin), log scales;
+/// the 1 ms and 5 ms lines marked.
+pub(crate) fn rate(path: &Path, report: &rate::Report) -> anyhow::Result<()> {
+    let points = report.systems.iter().flat_map(|s| &s.steps);
+    let (mut xmax, mut ymax) = (1e3f64, 10f64);
+    for p in points {
+        xmax = xmax.max(p.achieved);
+        ymax = ymax.max(p.latency.p999_us);
+    }
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "tram-bench rate: open-loop latency (from intended send time) vs throughput",
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (1e3..xmax * 1.3).log_scale(),
+            (10f64..(ymax * 2.0).max(20_000.0)).log_scale(),
+        )
+        .map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("achieved calls/s")
+        .y_desc("latency µs")
+        .x_label_formatter(&|v| crate::harness::si(*v))
+        .draw()
+        .map_err(draw_err)?;
+    for (limit, label) in [(1_000.0, "1 ms"), (5_000.0, "5 ms")] {
+        chart
+            .draw_series(LineSeries::new(
+                vec![(1e3, limit), (xmax * 1.3, limit)],
+                BLACK.mix(0.4).stroke_width(1),
+            ))
+            .map_err(draw_err)?;
+        let (x, y) = chart.backend_coord(&(1.1e3, limit));
+        root.draw(&Text::new(label, (x, y - 14), ("sans-serif", 12)))
+            .map_err(draw_err)?;
+    }
+    for s in &report.systems {
+        let c = colour(&s.system);
+        let p999: Vec<(f64, f64)> = s
+            .steps
+            .iter()
+            .map(|p| (p.achieved.max(1e3), p.latency.p999_us.max(10.0)))
+            .collect();
+        let p50: Vec<(f64, f64)> = s
+            .steps
+            .iter()
+            .map(|p| (p.achieved.max(1e3), p.latency.p50_us.max(10.0)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(p999.clone(), c.stroke_width(2)))
+            .map_err(draw_err)?
+            .label(format!("{} p99.9", s.system))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+        chart
+            .draw_series(p999.iter().map(|&p| Circle::new(p, 3, c.filled())))
+            .map_err(draw_err)?;
+        chart
+            .draw_series(LineSeries::new(p50, c.mix(0.5).stroke_width(1)))
+            .map_err(draw_err)?
+            .label(format!("{} p50", s.system))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], c.mix(0.5).stroke_width(1))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw_err)?;
+    root.present().map_err(draw_err)?;
+    Ok(())
+}

@@ -1,0 +1,650 @@
+//! `rate`: open-loop load. Calls leave on a constant schedule (call `i`
+//! at `i / rate` seconds) whether or not earlier ones have returned, and
+//! each call's latency is measured from its *intended* send time, so a
+//! stall on either side shows up in the percentiles instead of quietly
+//! slowing the load down (coordinated omission).
+//!
+//! The schedule is kept by a dedicated OS thread, which wakes (with
+//! `thread::sleep`, so tens of microseconds late at worst) and hands every
+//! call due by then to the runtime in one batch; each call then runs as its
+//! own task. Those costs are the same for every system. The rates are
+//! swept upwards, the systems interleaved at each rate; a system leaves the
+//! sweep once it falls behind its schedule or its p99.9 passes 100 ms.
+//!
+//! Reported for each system: the highest rate at which p99.9 stayed under
+//! 1 ms and under 5 ms (the Momento criterion), and latency percentiles
+//! against achieved throughput on one SVG chart.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::compare::pb::{self, EchoMessage};
+use crate::harness::{
+    Hist, Machine, Percentiles, ProcArgs, Server, Summary, client_runtime, new_hist, self_cpu,
+    si, write_json,
+};
+use crate::ps;
+
+const SYSTEMS: [&str; 3] = ["tram", "tonic", "protosocket"];
+const PATH: &str = "/bench.Echo/Say";
+
+/// Options of `tram-bench rate`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct Args {
+    /// Systems to measure, interleaved at each rate.
+    #[arg(long, value_delimiter = ',', default_value = "tram,tonic,protosocket")]
+    pub(crate) systems: Vec<String>,
+    /// Offered rates in calls/s, swept in order (`k` and `M` suffixes).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = parse_rate,
+        default_value = "10k,25k,50k,100k,200k,300k,400k,500k,650k,800k,1M"
+    )]
+    pub(crate) rates: Vec<u64>,
+    /// Payload bytes per call.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) payload: usize,
+    /// Seconds measured per system per rate.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) secs: f64,
+    /// Seconds of load before each measurement (on a fresh connection).
+    #[arg(long, default_value_t = 0.3)]
+    pub(crate) warmup: f64,
+    /// Rounds of the whole sweep; each point is the median over rounds.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) rounds: usize,
+    /// Most calls one client keeps outstanding; calls due beyond it wait
+    /// (and that wait counts in their latency).
+    #[arg(long, default_value_t = 32_768)]
+    pub(crate) max_in_flight: usize,
+    #[command(flatten)]
+    pub(crate) proc: ProcArgs,
+}
+
+/// Parses `250000`, `250k`, `1.5M`.
+pub(crate) fn parse_rate(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&s[..i], 1e6),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("not a rate: {s:?}"))?;
+    let rate = (v * mult).round();
+    if !(1.0..=1e9).contains(&rate) {
+        return Err(format!("rate out of range (1 to 1G calls/s): {s:?}"));
+    }
+    Ok(rate as u64)
+}
+
+/// A constant schedule: call `i` is due `i / rate` seconds after the start.
+/// Integer nanoseconds throughout, so no drift over long runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Schedule {
+    rate: u64,
+}
+
+impl Schedule {
+    pub(crate) fn new(rate: u64) -> Schedule {
+        Schedule { rate: rate.max(1) }
+    }
+
+    /// When call `i` is due, in nanoseconds from the start.
+    pub(crate) fn intended(&self, i: u64) -> u64 {
+        (u128::from(i) * 1_000_000_000 / u128::from(self.rate)) as u64
+    }
+
+    /// How many calls are due by `t` nanoseconds: calls `0..n` have
+    /// `intended(i) <= t`.
+    pub(crate) fn due_by(&self, t: u64) -> u64 {
+        let mut n = (u128::from(t) * u128::from(self.rate) / 1_000_000_000) as u64 + 1;
+        // Integer division rounds both ways; settle the boundary exactly.
+        while n > 0 && self.intended(n - 1) > t {
+            n -= 1;
+        }
+        while self.intended(n) <= t {
+            n += 1;
+        }
+        n
+    }
+}
+
+/// One measured point.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Step {
+    /// Offered calls/s.
+    pub(crate) rate: u64,
+    /// Calls/s completed inside the measuring window (median of rounds).
+    pub(crate) achieved: f64,
+    /// Latency from intended send time, all rounds merged.
+    pub(crate) latency: Percentiles,
+    /// p99.9 per round, µs.
+    pub(crate) p999_rounds_us: Vec<f64>,
+    pub(crate) client_cpu_us: Summary,
+    pub(crate) server_cpu_us: Summary,
+    /// Calls that failed, all rounds.
+    pub(crate) errors: u64,
+    /// Whether the system kept up: achieved at least 90% of the offered
+    /// rate and p99.9 under 100 ms, in the median round.
+    pub(crate) kept_up: bool,
+}
+
+/// One system's sweep.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct SystemSweep {
+    pub(crate) system: String,
+    pub(crate) steps: Vec<Step>,
+    /// Highest offered rate it kept up with at p99.9 under 1 ms / 5 ms.
+    pub(crate) max_rate_p999_under_1ms: Option<u64>,
+    pub(crate) max_rate_p999_under_5ms: Option<u64>,
+}
+
+/// The result file of `rate`.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Report {
+    pub(crate) bench: &'static str,
+    pub(crate) command: String,
+    pub(crate) machine: Machine,
+    pub(crate) proc: ProcArgs,
+    pub(crate) payload: usize,
+    pub(crate) secs: f64,
+    pub(crate) rounds: usize,
+    pub(crate) systems: Vec<SystemSweep>,
+}
+
+/// What one round of one step saw.
+struct RoundResult {
+    achieved: f64,
+    hist: Hist,
+    client_us: f64,
+    server_us: f64,
+    errors: u64,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    for s in &args.systems {
+        if !SYSTEMS.contains(&s.as_str()) {
+            bail!("unknown system {s:?}; known: {}", SYSTEMS.join(", "));
+        }
+    }
+    if args.rates.is_empty() {
+        bail!("no rates to sweep");
+    }
+    let servers = args
+        .systems
+        .iter()
+        .map(|s| Server::start("rate", s, &args.proc))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let rt = client_runtime(&args.proc)?;
+    println!(
+        "open-loop unary echo: {} B, rates {}, {}s per point, {} round(s), {} workers per process",
+        args.payload,
+        args.rates.iter().map(|r| si(*r as f64)).collect::<Vec<_>>().join(" "),
+        args.secs,
+        args.rounds,
+        args.proc.workers
+    );
+    let mut steps: Vec<Vec<Step>> = args.systems.iter().map(|_| Vec::new()).collect();
+    let mut alive = vec![true; args.systems.len()];
+    for &rate in &args.rates {
+        if !alive.iter().any(|&a| a) {
+            break;
+        }
+        let mut rounds: Vec<Vec<RoundResult>> = args.systems.iter().map(|_| Vec::new()).collect();
+        for _ in 0..args.rounds {
+            for (i, (system, server)) in args.systems.iter().zip(&servers).enumerate() {
+                if !alive[i] {
+                    continue;
+                }
+                let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
+                let r = rt.block_on(step(system, addr, server, rate, args))?;
+                eprintln!(
+                    "  {:>6}/s {system:>11}: achieved {:>6}/s  p50 {:>8.1} µs  p99.9 {:>9.1} µs  errors {}",
+                    si(rate as f64),
+                    si(r.achieved),
+                    r.hist.value_at_quantile(0.5) as f64 / 1e3,
+                    r.hist.value_at_quantile(0.999) as f64 / 1e3,
+                    r.errors
+                );
+                rounds[i].push(r);
+            }
+        }
+        for i in 0..args.systems.len() {
+            if rounds[i].is_empty() {
+                continue;
+            }
+            let s = summarise(rate, &rounds[i]);
+            if !s.kept_up {
+                alive[i] = false;
+            }
+            steps[i].push(s);
+        }
+    }
+    let systems: Vec<SystemSweep> = args
+        .systems
+        .iter()
+        .zip(steps)
+        .map(|(system, steps)| SystemSweep {
+            system: system.clone(),
+            max_rate_p999_under_1ms: max_rate_under(&steps, 1_000.0),
+            max_rate_p999_under_5ms: max_rate_under(&steps, 5_000.0),
+            steps,
+        })
+        .collect();
+    print_tables(&systems);
+    let report = Report {
+        bench: "rate",
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: Machine::this(),
+        proc: args.proc.clone(),
+        payload: args.payload,
+        secs: args.secs,
+        rounds: args.rounds,
+        systems,
+    };
+    let json = write_json(&args.proc.out, "rate.json", &report)?;
+    let svg = args.proc.out.join("rate.svg");
+    crate::chart::rate(&svg, &report)?;
+    println!("\nwrote {} and {}", json.display(), svg.display());
+    Ok(())
+}
+
+fn summarise(rate: u64, rounds: &[RoundResult]) -> Step {
+    let mut all = new_hist();
+    for r in rounds {
+        let _ = all.add(&r.hist);
+    }
+    let p999: Vec<f64> = rounds
+        .iter()
+        .map(|r| r.hist.value_at_quantile(0.999) as f64 / 1e3)
+        .collect();
+    let achieved = Summary::of(&rounds.iter().map(|r| r.achieved).collect::<Vec<_>>()).median;
+    let p999_median = Summary::of(&p999).median;
+    Step {
+        rate,
+        achieved,
+        latency: Percentiles::of(&all),
+        kept_up: kept_up(rate, achieved, p999_median),
+        p999_rounds_us: p999,
+        client_cpu_us: Summary::of(&rounds.iter().map(|r| r.client_us).collect::<Vec<_>>()),
+        server_cpu_us: Summary::of(&rounds.iter().map(|r| r.server_us).collect::<Vec<_>>()),
+        errors: rounds.iter().map(|r| r.errors).sum(),
+    }
+}
+
+/// Whether a point counts as sustained: at least 90% of the offered rate
+/// completed, and p99.9 under 100 ms.
+pub(crate) fn kept_up(rate: u64, achieved: f64, p999_us: f64) -> bool {
+    achieved >= 0.9 * rate as f64 && p999_us < 100_000.0
+}
+
+/// The highest offered rate that was sustained with p99.9 (median of
+/// rounds) under `limit_us`, counting only the unbroken run of such points
+/// from the lowest rate up (a lucky point above a failed one does not
+/// count).
+pub(crate) fn max_rate_under(steps: &[Step], limit_us: f64) -> Option<u64> {
+    steps
+        .iter()
+        .take_while(|s| s.errors == 0 && s.kept_up && Summary::of(&s.p999_rounds_us).median < limit_us)
+        .map(|s| s.rate)
+        .last()
+}
+
+fn print_tables(systems: &[SystemSweep]) {
+    for s in systems {
+        println!("\n{}:\n", s.system);
+        println!(
+            "| offered/s | achieved/s | p50 µs | p99 µs | p99.9 µs | max µs | client CPU µs/call | server CPU µs/call | errors |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for p in &s.steps {
+            println!(
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {}{} |",
+                si(p.rate as f64),
+                si(p.achieved),
+                p.latency.p50_us,
+                p.latency.p99_us,
+                p.latency.p999_us,
+                p.latency.max_us,
+                p.client_cpu_us.median,
+                p.server_cpu_us.median,
+                p.errors,
+                if p.kept_up { "" } else { " (fell behind)" }
+            );
+        }
+    }
+    let fmt = |r: Option<u64>| r.map_or("none".to_string(), |r| format!("{}/s", si(r as f64)));
+    println!("\n| system | highest rate, p99.9 < 1 ms | highest rate, p99.9 < 5 ms |");
+    println!("|---|---|---|");
+    for s in systems {
+        println!(
+            "| {} | {} | {} |",
+            s.system,
+            fmt(s.max_rate_p999_under_1ms),
+            fmt(s.max_rate_p999_under_5ms)
+        );
+    }
+    if let Some(tram) = systems.iter().find(|s| s.system == "tram") {
+        for other in systems.iter().filter(|s| s.system != "tram") {
+            for (name, a, b) in [
+                ("1 ms", tram.max_rate_p999_under_1ms, other.max_rate_p999_under_1ms),
+                ("5 ms", tram.max_rate_p999_under_5ms, other.max_rate_p999_under_5ms),
+            ] {
+                if let (Some(a), Some(b)) = (a, b) {
+                    println!(
+                        "tram / {} at p99.9 < {name}: {:.2}x (capped by the sweep's rates)",
+                        other.system,
+                        a as f64 / b as f64
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A connected client of one system.
+enum Client {
+    Tram(tram::rpc::Channel),
+    Tonic(pb::echo_client::EchoClient<tonic::transport::Channel>),
+    Protosocket(
+        protosocket_rpc::client::RpcClient<ps::Msg, ps::Msg>,
+        tokio::task::JoinHandle<()>,
+    ),
+}
+
+impl Client {
+    async fn connect(system: &str, addr: SocketAddr) -> anyhow::Result<Client> {
+        Ok(match system {
+            "tram" => Client::Tram(tram::rpc::Channel::new(addr.to_string())),
+            "tonic" => {
+                let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+                    .connect()
+                    .await?;
+                Client::Tonic(pb::echo_client::EchoClient::new(channel))
+            }
+            _ => {
+                let config = protosocket_rpc::client::Configuration::new(
+                    protosocket_rpc::client::TcpStreamConnector,
+                );
+                let (client, connection) =
+                    protosocket_rpc::client::connect::<ps::ClientCodec, _>(addr, &config).await?;
+                Client::Protosocket(client, tokio::spawn(connection))
+            }
+        })
+    }
+
+    /// One echo call; checks the answer is this call's.
+    async fn call(&self, id: u64, payload: Bytes) -> anyhow::Result<()> {
+        let got = match self {
+            Client::Tram(ch) => {
+                let r: tram::rpc::Response<EchoMessage> = ch
+                    .unary(PATH, tram::rpc::Request::new(EchoMessage { id, payload }))
+                    .await?;
+                r.get_ref().id
+            }
+            Client::Tonic(c) => c.clone().say(EchoMessage { id, payload }).await?.get_ref().id,
+            Client::Protosocket(c, _) => {
+                // protosocket-rpc takes the message id from the caller; the
+                // call index is unique.
+                let completion = c.send_unary(ps::Msg {
+                    request_id: id,
+                    code: 0,
+                    id,
+                    payload,
+                })?;
+                completion.await?.id
+            }
+        };
+        anyhow::ensure!(got == id, "response {got} for request {id}");
+        Ok(())
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Client::Protosocket(_, driver) = self {
+            driver.abort();
+        }
+    }
+}
+
+/// Counters of one step, shared by the dispatcher and the calls.
+struct StepState {
+    client: Client,
+    payload: Bytes,
+    epoch: Instant,
+    schedule: Schedule,
+    /// The measuring window, in nanoseconds from `epoch`.
+    window: (u64, u64),
+    hist: Mutex<Hist>,
+    in_flight: AtomicUsize,
+    /// Calls completed inside the window (by completion time).
+    completed_in_window: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl StepState {
+    async fn one(self: Arc<Self>, i: u64) {
+        let intended = self.schedule.intended(i);
+        let ok = self.client.call(i + 1, self.payload.clone()).await.is_ok();
+        let done = self.epoch.elapsed().as_nanos() as u64;
+        let (start, end) = self.window;
+        if (start..end).contains(&intended) {
+            if ok {
+                self.hist.lock().saturating_record(done.saturating_sub(intended).max(1));
+            } else {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if ok && (start..end).contains(&done) {
+            self.completed_in_window.fetch_add(1, Ordering::Relaxed);
+        }
+        self.in_flight.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Runs one system at one rate on a fresh connection: warm-up, then the
+/// measuring window, then waits for the window's calls to finish.
+async fn step(
+    system: &str,
+    addr: SocketAddr,
+    server: &Server,
+    rate: u64,
+    args: &Args,
+) -> anyhow::Result<RoundResult> {
+    let client = Client::connect(system, addr)
+        .await
+        .with_context(|| format!("{system}: connecting"))?;
+    let warm = (args.warmup * 1e9) as u64;
+    let end = warm + (args.secs * 1e9) as u64;
+    let state = Arc::new(StepState {
+        client,
+        payload: Bytes::from(vec![0xab; args.payload]),
+        epoch: Instant::now(),
+        schedule: Schedule::new(rate),
+        window: (warm, end),
+        hist: Mutex::new(new_hist()),
+        in_flight: AtomicUsize::new(0),
+        completed_in_window: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+    });
+    let cpu = Arc::new(Mutex::new(None));
+    let stop = Arc::new(AtomicBool::new(false));
+    let dispatcher = std::thread::Builder::new().name("dispatcher".into()).spawn({
+        let (state, handle) = (state.clone(), tokio::runtime::Handle::current());
+        let (max_in_flight, stop) = (args.max_in_flight, stop.clone());
+        let server_pid = server.pid();
+        let cpu = cpu.clone();
+        move || dispatch(&state, &handle, max_in_flight, &stop, server_pid, &cpu)
+    })?;
+    // Wait for the schedule to run out, then for the window's calls.
+    let finished = tokio::task::spawn_blocking(move || dispatcher.join()).await?;
+    finished.map_err(|_| anyhow::anyhow!("dispatcher panicked"))??;
+    let grace = Instant::now() + Duration::from_secs(5);
+    while state.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < grace {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let ((c0, s0), (c1, s1)) = cpu.lock().take().context("no CPU readings")?;
+    let secs = args.secs;
+    let completed = state.completed_in_window.load(Ordering::Relaxed) as f64;
+    let calls = (completed).max(1.0);
+    let result = RoundResult {
+        achieved: completed / secs,
+        hist: std::mem::replace(&mut *state.hist.lock(), new_hist()),
+        client_us: (c1 - c0).as_secs_f64() * 1e6 / calls,
+        server_us: (s1 - s0).as_secs_f64() * 1e6 / calls,
+        errors: state.errors.load(Ordering::Relaxed)
+            + state.in_flight.load(Ordering::Acquire) as u64,
+    };
+    Ok(result)
+}
+
+type CpuReadings = Option<((Duration, Duration), (Duration, Duration))>;
+
+/// The schedule keeper: issues every call due, in batches, until the end of
+/// the window; reads both processes' CPU at the window's edges.
+fn dispatch(
+    state: &Arc<StepState>,
+    handle: &tokio::runtime::Handle,
+    max_in_flight: usize,
+    stop: &AtomicBool,
+    server_pid: u32,
+    cpu: &Mutex<CpuReadings>,
+) -> anyhow::Result<()> {
+    let (start, end) = state.window;
+    let total = state.schedule.due_by(end.saturating_sub(1));
+    let read_cpu = || -> anyhow::Result<(Duration, Duration)> {
+        Ok((self_cpu()?, crate::harness::pid_cpu(server_pid)?))
+    };
+    let mut first = None;
+    let mut issued = 0u64;
+    while issued < total && !stop.load(Ordering::Relaxed) {
+        let now = state.epoch.elapsed().as_nanos() as u64;
+        if first.is_none() && now >= start {
+            first = Some(read_cpu()?);
+        }
+        let due = state.schedule.due_by(now).min(total);
+        let room = max_in_flight.saturating_sub(state.in_flight.load(Ordering::Acquire)) as u64;
+        let upto = due.min(issued + room);
+        if upto > issued {
+            state
+                .in_flight
+                .fetch_add((upto - issued) as usize, Ordering::AcqRel);
+            let batch = issued..upto;
+            let s = state.clone();
+            handle.spawn(async move {
+                for i in batch {
+                    tokio::spawn(s.clone().one(i));
+                }
+            });
+            issued = upto;
+        }
+        let next = if issued < due {
+            // Held back by max_in_flight: look again shortly.
+            now + 50_000
+        } else {
+            state.schedule.intended(issued)
+        };
+        let now = state.epoch.elapsed().as_nanos() as u64;
+        if next > now {
+            std::thread::sleep(Duration::from_nanos((next - now).min(1_000_000)));
+        }
+    }
+    // The window's end, for the CPU reading.
+    let now = state.epoch.elapsed().as_nanos() as u64;
+    if now < end {
+        std::thread::sleep(Duration::from_nanos(end - now));
+    }
+    let last = read_cpu()?;
+    *cpu.lock() = Some((first.unwrap_or(last), last));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_with_suffixes() {
+        assert_eq!(parse_rate("250000"), Ok(250_000));
+        assert_eq!(parse_rate("250k"), Ok(250_000));
+        assert_eq!(parse_rate("1.5M"), Ok(1_500_000));
+        assert_eq!(parse_rate(" 10K "), Ok(10_000));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("-5k").is_err());
+    }
+
+    #[test]
+    fn schedule_spaces_calls_evenly() {
+        let s = Schedule::new(1_000);
+        assert_eq!(s.intended(0), 0);
+        assert_eq!(s.intended(1), 1_000_000);
+        assert_eq!(s.intended(1_000), 1_000_000_000);
+        // Calls 0..=10 are due by 10.5 ms.
+        assert_eq!(s.due_by(10_500_000), 11);
+        assert_eq!(s.due_by(0), 1);
+        // A rate that does not divide a second: 3 calls/s.
+        let s = Schedule::new(3);
+        assert_eq!(s.intended(1), 333_333_333);
+        assert_eq!(s.intended(3), 1_000_000_000);
+        // No drift: call 3·10⁶ of a 3/s schedule is due at exactly 10⁶ s.
+        assert_eq!(s.intended(3_000_000), 1_000_000_000_000_000);
+    }
+
+    #[test]
+    fn due_by_is_the_inverse_of_intended() {
+        for rate in [1, 3, 7, 1_000, 333_333, 1_000_000, 999_999_937] {
+            let s = Schedule::new(rate);
+            for t in [0, 1, 999, 1_000_000, 123_456_789, 10_000_000_000] {
+                let n = s.due_by(t);
+                assert!(n >= 1);
+                assert!(s.intended(n - 1) <= t, "rate {rate} t {t}");
+                assert!(s.intended(n) > t, "rate {rate} t {t}");
+            }
+        }
+    }
+
+    fn point(rate: u64, achieved: f64, p999_us: f64) -> Step {
+        Step {
+            rate,
+            achieved,
+            latency: Percentiles {
+                p50_us: 1.0,
+                p99_us: p999_us,
+                p999_us,
+                max_us: p999_us,
+                count: 1,
+            },
+            p999_rounds_us: vec![p999_us],
+            client_cpu_us: Summary::of(&[1.0]),
+            server_cpu_us: Summary::of(&[1.0]),
+            errors: 0,
+            kept_up: kept_up(rate, achieved, p999_us),
+        }
+    }
+
+    #[test]
+    fn highest_rate_counts_only_the_unbroken_run() {
+        let steps = vec![
+            point(10_000, 10_000.0, 200.0),
+            point(20_000, 19_900.0, 800.0),
+            point(40_000, 39_000.0, 3_000.0),
+            // Fell behind: not sustained, whatever its latency.
+            point(80_000, 50_000.0, 400.0),
+            point(160_000, 160_000.0, 300.0),
+        ];
+        assert_eq!(max_rate_under(&steps, 1_000.0), Some(20_000));
+        assert_eq!(max_rate_under(&steps, 5_000.0), Some(40_000));
+        assert_eq!(max_rate_under(&steps, 100.0), None);
+        assert!(!steps[3].kept_up);
+    }
+}
