@@ -106,46 +106,49 @@ pub(crate) fn compare(path: &Path, report: &compare::Report) -> anyhow::Result<(
     Ok(())
 }
 
-/// Latency percentiles against achieved throughput for every system, one
-/// line per system and percentile (p99.9 solid, p50 thin), log scales;
-/// the 1 ms and 5 ms lines marked.
+/// Latency percentiles against offered load for every system, one line per
+/// system and percentile (p99.9 solid, p50 thin), log scales; the 1 ms and
+/// 5 ms lines marked. A system's last point is where it fell behind its
+/// schedule (the sweep stops there), which is why its line shoots up.
 pub(crate) fn rate(path: &Path, report: &rate::Report) -> anyhow::Result<()> {
     let points = report.systems.iter().flat_map(|s| &s.steps);
-    let (mut xmax, mut ymax) = (1e3f64, 10f64);
+    let (mut xmin, mut xmax, mut ymax) = (f64::MAX, 1e3f64, 10f64);
     for p in points {
-        xmax = xmax.max(p.achieved);
+        xmin = xmin.min(p.rate as f64);
+        xmax = xmax.max(p.rate as f64);
         ymax = ymax.max(p.latency.p999_us);
     }
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            "tram-bench rate: open-loop latency (from intended send time) vs throughput",
+            "tram-bench rate: open-loop latency (from intended send time) vs offered load",
             ("sans-serif", 16),
         )
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(70)
         .build_cartesian_2d(
-            (1e3..xmax * 1.3).log_scale(),
+            (xmin.min(xmax) / 1.3..xmax * 1.3).log_scale(),
             (10f64..(ymax * 2.0).max(20_000.0)).log_scale(),
         )
         .map_err(draw_err)?;
     chart
         .configure_mesh()
-        .x_desc("achieved calls/s")
-        .y_desc("latency µs")
+        .x_desc("offered calls/s")
+        .y_desc("latency")
         .x_label_formatter(&|v| crate::harness::si(*v))
+        .y_label_formatter(&|v| micros(*v))
         .draw()
         .map_err(draw_err)?;
     for (limit, label) in [(1_000.0, "1 ms"), (5_000.0, "5 ms")] {
         chart
             .draw_series(LineSeries::new(
-                vec![(1e3, limit), (xmax * 1.3, limit)],
+                vec![(xmin.min(xmax) / 1.3, limit), (xmax * 1.3, limit)],
                 BLACK.mix(0.4).stroke_width(1),
             ))
             .map_err(draw_err)?;
-        let (x, y) = chart.backend_coord(&(1.1e3, limit));
+        let (x, y) = chart.backend_coord(&(xmin.min(xmax) / 1.25, limit));
         root.draw(&Text::new(label, (x, y - 14), ("sans-serif", 12)))
             .map_err(draw_err)?;
     }
@@ -154,12 +157,12 @@ pub(crate) fn rate(path: &Path, report: &rate::Report) -> anyhow::Result<()> {
         let p999: Vec<(f64, f64)> = s
             .steps
             .iter()
-            .map(|p| (p.achieved.max(1e3), p.latency.p999_us.max(10.0)))
+            .map(|p| (p.rate as f64, p.latency.p999_us.max(10.0)))
             .collect();
         let p50: Vec<(f64, f64)> = s
             .steps
             .iter()
-            .map(|p| (p.achieved.max(1e3), p.latency.p50_us.max(10.0)))
+            .map(|p| (p.rate as f64, p.latency.p50_us.max(10.0)))
             .collect();
         chart
             .draw_series(LineSeries::new(p999.clone(), c.stroke_width(2)))
@@ -186,4 +189,15 @@ pub(crate) fn rate(path: &Path, report: &rate::Report) -> anyhow::Result<()> {
         .map_err(draw_err)?;
     root.present().map_err(draw_err)?;
     Ok(())
+}
+
+/// 250 µs, 1 ms, 2.5 s.
+fn micros(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{} ms", us / 1e3)
+    } else {
+        format!("{us} µs")
+    }
 }
