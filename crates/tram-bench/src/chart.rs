@@ -48,7 +48,10 @@ pub(crate) fn compare(path: &Path, report: &compare::Report) -> anyhow::Result<(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..settings.len().max(1) as f64, (1e3..top * 2.0).log_scale())
+        .build_cartesian_2d(
+            0f64..settings.len().max(1) as f64,
+            (1e3..top * 2.0).log_scale(),
+        )
         .map_err(draw_err)?;
     chart
         .configure_mesh()

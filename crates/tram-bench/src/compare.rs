@@ -215,7 +215,6 @@ impl Setting {
     }
 }
 
-
 fn print_table(args: &Args, payload: usize, c: usize, samples: &[Vec<Sample>]) {
     println!("\n{payload}-byte payload, {c} calls in flight:\n");
     println!(
@@ -313,7 +312,6 @@ struct Load {
     recording: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 }
-
 
 impl Load {
     /// Runs `c` callers of `call` until stopped; merges their histograms.

@@ -95,4 +95,3 @@ impl protosocket_rpc::server::ConnectionService for Conn {
         }
     }
 }
-

@@ -26,8 +26,8 @@ use parking_lot::Mutex;
 
 use crate::compare::pb::{self, EchoMessage};
 use crate::harness::{
-    Hist, Machine, Percentiles, ProcArgs, Server, Summary, client_runtime, new_hist, self_cpu,
-    si, write_json,
+    Hist, Machine, Percentiles, ProcArgs, Server, Summary, client_runtime, new_hist, self_cpu, si,
+    write_json,
 };
 use crate::ps;
 
@@ -186,7 +186,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     println!(
         "open-loop unary echo: {} B, rates {}, {}s per point, {} round(s), {} workers per process",
         args.payload,
-        args.rates.iter().map(|r| si(*r as f64)).collect::<Vec<_>>().join(" "),
+        args.rates
+            .iter()
+            .map(|r| si(*r as f64))
+            .collect::<Vec<_>>()
+            .join(" "),
         args.secs,
         args.rounds,
         args.proc.workers
@@ -334,8 +338,16 @@ fn print_tables(systems: &[SystemSweep]) {
     if let Some(tram) = systems.iter().find(|s| s.system == "tram") {
         for other in systems.iter().filter(|s| s.system != "tram") {
             for (name, a, b) in [
-                ("1 ms", tram.max_rate_p999_under_1ms, other.max_rate_p999_under_1ms),
-                ("5 ms", tram.max_rate_p999_under_5ms, other.max_rate_p999_under_5ms),
+                (
+                    "1 ms",
+                    tram.max_rate_p999_under_1ms,
+                    other.max_rate_p999_under_1ms,
+                ),
+                (
+                    "5 ms",
+                    tram.max_rate_p999_under_5ms,
+                    other.max_rate_p999_under_5ms,
+                ),
             ] {
                 if let (Some(a), Some(b)) = (a, b) {
                     println!(
@@ -389,7 +401,13 @@ impl Client {
                     .await?;
                 r.get_ref().id
             }
-            Client::Tonic(c) => c.clone().say(EchoMessage { id, payload }).await?.get_ref().id,
+            Client::Tonic(c) => {
+                c.clone()
+                    .say(EchoMessage { id, payload })
+                    .await?
+                    .get_ref()
+                    .id
+            }
             Client::Protosocket(c, _) => {
                 // protosocket-rpc takes the message id from the caller; the
                 // call index is unique.
@@ -438,7 +456,9 @@ impl StepState {
         let (start, end) = self.window;
         if (start..end).contains(&intended) {
             if ok {
-                self.hist.lock().saturating_record(done.saturating_sub(intended).max(1));
+                self.hist
+                    .lock()
+                    .saturating_record(done.saturating_sub(intended).max(1));
             } else {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }
@@ -477,13 +497,15 @@ async fn step(
     });
     let cpu = Arc::new(Mutex::new(None));
     let stop = Arc::new(AtomicBool::new(false));
-    let dispatcher = std::thread::Builder::new().name("dispatcher".into()).spawn({
-        let (state, handle) = (state.clone(), tokio::runtime::Handle::current());
-        let (max_in_flight, stop) = (args.max_in_flight, stop.clone());
-        let server_pid = server.pid();
-        let cpu = cpu.clone();
-        move || dispatch(&state, &handle, max_in_flight, &stop, server_pid, &cpu)
-    })?;
+    let dispatcher = std::thread::Builder::new()
+        .name("dispatcher".into())
+        .spawn({
+            let (state, handle) = (state.clone(), tokio::runtime::Handle::current());
+            let (max_in_flight, stop) = (args.max_in_flight, stop.clone());
+            let server_pid = server.pid();
+            let cpu = cpu.clone();
+            move || dispatch(&state, &handle, max_in_flight, &stop, server_pid, &cpu)
+        })?;
     // Wait for the schedule to run out, then for the window's calls.
     let finished = tokio::task::spawn_blocking(move || dispatcher.join()).await?;
     finished.map_err(|_| anyhow::anyhow!("dispatcher panicked"))??;

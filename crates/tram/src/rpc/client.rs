@@ -47,6 +47,11 @@ pub struct ChannelConfig {
     /// When a connection is at the server's `max_concurrent_calls`: wait
     /// for a slot (`true`, default) or fail with `RESOURCE_EXHAUSTED`.
     pub wait_for_capacity: bool,
+    /// Keepalive pings on each connection (default: after 30 s without a
+    /// frame from the server, answered within 10 s). A connection whose
+    /// server stops answering fails its calls with `UNAVAILABLE` and is
+    /// replaced. `None`: off.
+    pub keepalive: Option<super::Keepalive>,
     /// Limits this client announces (its receive side).
     pub settings: Settings,
     /// Socket options.
@@ -70,6 +75,7 @@ impl Default for ChannelConfig {
             backoff_max: Duration::from_secs(10),
             retries: 0,
             wait_for_capacity: true,
+            keepalive: Some(super::Keepalive::default()),
             settings: Settings::DEFAULT,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
@@ -575,8 +581,9 @@ impl ClientConn {
             wait_for_capacity: cfg.wait_for_capacity,
         });
         let reader = conn.clone();
+        let keepalive = cfg.keepalive;
         tokio::spawn(async move {
-            let why = reader.read_loop(&mut inbound).await;
+            let why = reader.read_loop(&mut inbound, keepalive).await;
             reader.fail_all(why);
         });
         Ok(conn)
@@ -772,11 +779,46 @@ impl ClientConn {
     async fn read_loop(
         &self,
         inbound: &mut conn::Inbound<tokio::net::tcp::OwnedReadHalf, RpcDecoder>,
+        keepalive: Option<super::Keepalive>,
     ) -> Status {
         let mut settled = false;
         let mut wakers = Vec::new();
+        // Keepalive: the timer is only looked at when it fires; frames just
+        // move `last_rx` (a clock read per read, no timer reset).
+        let far = Duration::from_secs(3600);
+        let mut last_rx = tokio::time::Instant::now();
+        let mut ping_sent: Option<tokio::time::Instant> = None;
+        let mut timer = std::pin::pin!(tokio::time::sleep(keepalive.map_or(far, |k| k.interval)));
         loop {
-            let frame = match inbound.recv().await {
+            let received = tokio::select! {
+                biased;
+                f = inbound.recv() => f,
+                () = &mut timer, if keepalive.is_some() => {
+                    let k = keepalive.unwrap_or_default();
+                    let now = tokio::time::Instant::now();
+                    let next = match ping_sent {
+                        Some(sent) if last_rx < sent => {
+                            if now >= sent + k.timeout {
+                                return Status::unavailable("keepalive ping unanswered: server unreachable");
+                            }
+                            sent + k.timeout
+                        }
+                        _ if now >= last_rx + k.interval => {
+                            let ping = tram_wire::Ping { ack: false, payload: [0; 8] };
+                            let _ = self.out.force_send(Frame::Ping(ping));
+                            ping_sent = Some(now);
+                            now + k.timeout
+                        }
+                        _ => last_rx + k.interval,
+                    };
+                    timer.as_mut().reset(next);
+                    continue;
+                }
+            };
+            if keepalive.is_some() {
+                last_rx = tokio::time::Instant::now();
+            }
+            let frame = match received {
                 Some(Ok(f)) => f,
                 Some(Err(e)) if e.kind() == conn::ErrorKind::Decode => {
                     return self.violation(Broken(format!("bad frame from server: {e}")));

@@ -25,7 +25,7 @@ mod stream;
 
 pub use client::{Channel, ChannelConfig, RequestSink, ResponseStream};
 pub use message::{IntoRequest, Request, Response};
-pub use server::{Kind, Server, ServerBuilder, ServerConfig, Service};
+pub use server::{Keepalive, Kind, Server, ServerBuilder, ServerConfig, Service};
 pub use status::Status;
 pub use stream::Streaming;
 pub use tram_wire::{Code, Metadata, metadata::MetadataBuilder};

@@ -79,6 +79,9 @@ pub struct ServerConfig {
     settings: Settings,
     max_connections: usize,
     drain_timeout: Duration,
+    handshake_timeout: Duration,
+    idle_timeout: Option<Duration>,
+    keepalive: Option<Keepalive>,
     spawn_handlers: bool,
     tcp: TcpConfig,
     conn: conn::Config,
@@ -90,10 +93,140 @@ impl Default for ServerConfig {
             settings: Settings::DEFAULT,
             max_connections: 10_000,
             drain_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Some(Duration::from_secs(300)),
+            keepalive: Some(Keepalive::default()),
             spawn_handlers: false,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
         }
+    }
+}
+
+/// Keepalive pings: after `interval` without a frame from the peer, send
+/// a PING; if nothing at all arrives within `timeout` after it, the peer is
+/// gone (a half-open connection, a stalled network) and the connection is
+/// closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Quiet time before a ping (default 30 s).
+    pub interval: Duration,
+    /// How long the answer may take (default 10 s).
+    pub timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Keepalive {
+            interval: Duration::from_secs(30),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The connection's timers: handshake, idle and keepalive, kept as
+/// timestamps and checked when the one timer fires, so that receiving a
+/// frame costs a clock read per read batch and no timer reset.
+pub(crate) struct Timers {
+    opened: Instant,
+    handshake: Duration,
+    idle: Option<Duration>,
+    keepalive: Option<Keepalive>,
+    /// When a frame last arrived.
+    last_rx: Instant,
+    /// When the connection last had no call open and no frame arrived
+    /// (the start of idleness), if it is idle.
+    idle_since: Option<Instant>,
+    /// When our unanswered keepalive ping went out.
+    ping_sent: Option<Instant>,
+    pings: u64,
+}
+
+/// What a timer check found.
+pub(crate) enum Due {
+    /// Nothing yet; check again then.
+    Next(Instant),
+    /// Send a keepalive ping with this payload; check again then.
+    Ping([u8; 8], Instant),
+    /// Idle for too long: go away gracefully.
+    Idle,
+    /// The peer failed a deadline: close.
+    Expired(&'static str),
+}
+
+impl Timers {
+    pub(crate) fn new(
+        now: Instant,
+        handshake: Duration,
+        idle: Option<Duration>,
+        keepalive: Option<Keepalive>,
+    ) -> Timers {
+        Timers {
+            opened: now,
+            handshake,
+            idle,
+            keepalive,
+            last_rx: now,
+            idle_since: Some(now),
+            ping_sent: None,
+            pings: 0,
+        }
+    }
+
+    /// Frames arrived at `now`.
+    pub(crate) fn received(&mut self, now: Instant) {
+        self.last_rx = now;
+        self.ping_sent = None;
+    }
+
+    /// Whether calls are open: idleness starts when the last one closes.
+    pub(crate) fn busy(&mut self, busy: bool, now: Instant) {
+        match (busy, self.idle_since) {
+            (true, Some(_)) => self.idle_since = None,
+            (false, None) => self.idle_since = Some(now),
+            _ => {}
+        }
+    }
+
+    /// Checks every timer at `now`; `settled` is whether the handshake is
+    /// done.
+    pub(crate) fn check(&mut self, now: Instant, settled: bool) -> Due {
+        let mut next = now + Duration::from_secs(3600);
+        if !settled {
+            let at = self.opened + self.handshake;
+            if now >= at {
+                return Due::Expired("handshake timeout");
+            }
+            next = next.min(at);
+        }
+        if let (Some(idle), Some(since)) = (self.idle, self.idle_since) {
+            let at = since.max(self.last_rx) + idle;
+            if now >= at {
+                return Due::Idle;
+            }
+            next = next.min(at);
+        }
+        if let Some(k) = self.keepalive {
+            match self.ping_sent {
+                Some(sent) => {
+                    let at = sent + k.timeout;
+                    if now >= at {
+                        return Due::Expired("keepalive ping unanswered");
+                    }
+                    next = next.min(at);
+                }
+                None => {
+                    let at = self.last_rx + k.interval;
+                    if now >= at {
+                        self.ping_sent = Some(now);
+                        self.pings += 1;
+                        return Due::Ping(self.pings.to_be_bytes(), next.min(now + k.timeout));
+                    }
+                    next = next.min(at);
+                }
+            }
+        }
+        Due::Next(next)
     }
 }
 
@@ -393,6 +526,28 @@ impl ServerBuilder {
         self
     }
 
+    /// How long a new connection may take to send the preface and its
+    /// SETTINGS (default 10 s). Cuts off peers that connect and say
+    /// nothing, or trickle bytes (slowloris).
+    pub fn handshake_timeout(mut self, d: Duration) -> Self {
+        self.config.handshake_timeout = d;
+        self
+    }
+
+    /// Closes a connection (GOAWAY, no error) after this long with no call
+    /// open and no frame received (default 5 minutes; `None`: never).
+    pub fn idle_timeout(mut self, d: Option<Duration>) -> Self {
+        self.config.idle_timeout = d;
+        self
+    }
+
+    /// Keepalive pings to detect dead peers (default: after 30 s of
+    /// silence, answered within 10 s; `None`: off).
+    pub fn keepalive(mut self, k: Option<Keepalive>) -> Self {
+        self.config.keepalive = k;
+        self
+    }
+
     /// Runs each handler as a task of its own instead of in its
     /// connection's task (default off). For CPU-heavy handlers: they then
     /// spread over the runtime's threads instead of holding up the
@@ -524,6 +679,7 @@ struct Driver {
     call_seq: u64,
     going_away: bool,
     spawn_handlers: bool,
+    timers: Timers,
 }
 
 /// A spawned handler's task, aborted if the call is cancelled (dropped).
@@ -580,7 +736,14 @@ async fn serve_connection(
         call_seq: 0,
         going_away: false,
         spawn_handlers: config.spawn_handlers,
+        timers: Timers::new(
+            Instant::now(),
+            config.handshake_timeout,
+            config.idle_timeout,
+            config.keepalive,
+        ),
     };
+    let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
     // A persistent future, so that its wake-up registration survives polls.
     let mut stopped = pin!(async move {
         while !*stop.borrow_and_update() {
@@ -594,7 +757,35 @@ async fn serve_connection(
         if !d.going_away && stopped.as_mut().poll(cx).is_ready() {
             d.go_away(Reason::NO_ERROR, "server shutting down");
         }
-        d.poll(&mut inbound, cx)
+        if let Poll::Ready(done) = d.poll(&mut inbound, cx) {
+            return Poll::Ready(done);
+        }
+        while timer.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            match d.timers.check(now, d.peer.is_some()) {
+                Due::Next(at) => timer.as_mut().reset(at),
+                Due::Ping(payload, at) => {
+                    let ping = tram_wire::Ping {
+                        ack: false,
+                        payload,
+                    };
+                    let _ = d.out.force_send(Frame::Ping(ping));
+                    timer.as_mut().reset(at);
+                }
+                Due::Idle => {
+                    tracing::debug!(%peer, "closing idle connection");
+                    d.go_away(Reason::NO_ERROR, "idle");
+                    if d.calls.is_empty() {
+                        return Poll::Ready(Ok(()));
+                    }
+                    timer.as_mut().reset(now + Duration::from_secs(3600));
+                }
+                Due::Expired(why) => {
+                    return Poll::Ready(Err(Violation(Reason::TIMEOUT, why.into())));
+                }
+            }
+        }
+        Poll::Pending
     })
     .await;
     d.exec.clear();
@@ -625,9 +816,13 @@ impl Driver {
         // Stopping at the bound leaves frames unread and no wake-up
         // registered with the socket: the driver then wakes itself.
         let mut more_frames = true;
+        let mut got = false;
         for _ in 0..1024 {
             match inbound.poll_recv(cx) {
-                Poll::Ready(Some(Ok(frame))) => self.on_frame(frame)?,
+                Poll::Ready(Some(Ok(frame))) => {
+                    got = true;
+                    self.on_frame(frame)?;
+                }
                 Poll::Ready(Some(Err(e))) => {
                     let reason = match e.downcast_ref::<tram_wire::Error>() {
                         Some(w) => w.reason(),
@@ -658,6 +853,13 @@ impl Driver {
         });
         if self.going_away && self.calls.is_empty() {
             return Poll::Ready(Ok(()));
+        }
+        if got || self.timers.idle_since.is_none() == self.calls.is_empty() {
+            let now = Instant::now();
+            if got {
+                self.timers.received(now);
+            }
+            self.timers.busy(!self.calls.is_empty(), now);
         }
         if more_frames {
             cx.waker().wake_by_ref();

@@ -334,7 +334,9 @@ mod tests {
         let mut cx = Context::from_waker(waker);
         let mut granted = 0;
         for _ in 0..n {
-            shared.push(Bytes::from(vec![0; size])).expect("within credit");
+            shared
+                .push(Bytes::from(vec![0; size]))
+                .expect("within credit");
             match shared.poll_next(&mut cx) {
                 Poll::Ready((Some(Ok(_)), grant)) => granted += grant,
                 _ => panic!("a pushed message is ready"),
