@@ -74,6 +74,13 @@ impl Metadata {
         self.raw.is_empty()
     }
 
+    /// A builder holding this block's entries, to add more to.
+    pub fn to_builder(&self) -> MetadataBuilder {
+        MetadataBuilder {
+            buf: BytesMut::from(&self.raw[..]),
+        }
+    }
+
     /// The entries in wire order; a key may repeat.
     pub fn iter(&self) -> Iter<'_> {
         Iter { rest: &self.raw }

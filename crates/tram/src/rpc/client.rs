@@ -52,6 +52,9 @@ pub struct ChannelConfig {
     /// server stops answering fails its calls with `UNAVAILABLE` and is
     /// replaced. `None`: off.
     pub keepalive: Option<super::Keepalive>,
+    /// Runs as each call opens, to add metadata to it (a bearer token, a
+    /// trace id) or refuse it locally (default none).
+    pub interceptor: Option<super::ClientInterceptor>,
     /// Limits this client announces (its receive side).
     pub settings: Settings,
     /// Socket options.
@@ -76,6 +79,7 @@ impl Default for ChannelConfig {
             retries: 0,
             wait_for_capacity: true,
             keepalive: Some(super::Keepalive::default()),
+            interceptor: None,
             settings: Settings::DEFAULT,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
@@ -522,6 +526,7 @@ pub(crate) struct ClientConn {
     capacity: Notify,
     window: u32,
     wait_for_capacity: bool,
+    interceptor: Option<super::ClientInterceptor>,
 }
 
 struct Calls {
@@ -579,6 +584,7 @@ impl ClientConn {
             capacity: Notify::new(),
             window: cfg.settings.initial_credit,
             wait_for_capacity: cfg.wait_for_capacity,
+            interceptor: cfg.interceptor.clone(),
         });
         let reader = conn.clone();
         let keepalive = cfg.keepalive;
@@ -613,6 +619,10 @@ impl ClientConn {
         end_stream: bool,
         shared: Option<Arc<CallShared>>,
     ) -> Result<CallHandle, Status> {
+        let metadata = match &self.interceptor {
+            Some(i) => i.apply(path, metadata)?,
+            None => metadata,
+        };
         // The first check registers nothing; only after finding no room is a
         // wake-up registered, and the check repeated before waiting, so that
         // a slot freed (notify_one: a stored permit) or the connection

@@ -10,6 +10,8 @@
 //! - `server`: [`Server`]: routes, accept loop, per-connection driver.
 //! - `client`: [`Channel`]: connections, calls, reconnection.
 //! - `stream`: per-call stream state and credit; [`Streaming`].
+//! - `intercept`: [`ServerInterceptor`] (authentication, authorisation)
+//!   and [`ClientInterceptor`] (metadata on every call).
 //! - `exec`: the small executor that runs a connection's handler futures
 //!   without a task per call.
 //! - `codec`: the RPC layer's encoder (method binding, messages encoded in
@@ -18,12 +20,14 @@
 mod client;
 mod codec;
 mod exec;
+mod intercept;
 mod message;
 mod server;
 mod status;
 mod stream;
 
 pub use client::{Channel, ChannelConfig, RequestSink, ResponseStream};
+pub use intercept::{CallInfo, ClientInterceptor, ServerInterceptor};
 pub use message::{IntoRequest, Request, Response};
 pub use server::{Keepalive, Kind, Server, ServerBuilder, ServerConfig, Service};
 pub use status::Status;

@@ -23,6 +23,7 @@ use tram_wire::{CallId, Code, Frame, GoAway, Metadata, Reason, Settings};
 
 use super::codec::{Hello, Msg, RpcDecoder, RpcEncoder};
 use super::exec::{BoxFuture, Exec};
+use super::intercept::{CallInfo, ServerInterceptor};
 use super::stream::{CallShared, Streaming, send_message_with_credit};
 use super::{Request, Response, Status};
 use crate::conn::{self, Connection, Listener, Sender, TcpConfig};
@@ -82,6 +83,7 @@ pub struct ServerConfig {
     handshake_timeout: Duration,
     idle_timeout: Option<Duration>,
     keepalive: Option<Keepalive>,
+    interceptor: Option<ServerInterceptor>,
     spawn_handlers: bool,
     tcp: TcpConfig,
     conn: conn::Config,
@@ -96,6 +98,7 @@ impl Default for ServerConfig {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Some(Duration::from_secs(300)),
             keepalive: Some(Keepalive::default()),
+            interceptor: None,
             spawn_handlers: false,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
@@ -548,6 +551,18 @@ impl ServerBuilder {
         self
     }
 
+    /// Runs `f` as each call opens, before its handler: to authenticate
+    /// and authorise from the metadata and the peer's identity. An error
+    /// ends the call with that status (`UNAUTHENTICATED`,
+    /// `PERMISSION_DENIED`, ...) and the handler never runs.
+    pub fn interceptor(
+        mut self,
+        f: impl Fn(&CallInfo<'_>) -> Result<(), Status> + Send + Sync + 'static,
+    ) -> Self {
+        self.config.interceptor = Some(ServerInterceptor::new(f));
+        self
+    }
+
     /// Runs each handler as a task of its own instead of in its
     /// connection's task (default off). For CPU-heavy handlers: they then
     /// spread over the runtime's threads instead of holding up the
@@ -680,6 +695,9 @@ struct Driver {
     going_away: bool,
     spawn_handlers: bool,
     timers: Timers,
+    interceptor: Option<ServerInterceptor>,
+    remote: SocketAddr,
+    peer_certificates: Option<Vec<Bytes>>,
 }
 
 /// A spawned handler's task, aborted if the call is cancelled (dropped).
@@ -742,6 +760,9 @@ async fn serve_connection(
             config.idle_timeout,
             config.keepalive,
         ),
+        interceptor: config.interceptor.clone(),
+        remote: peer,
+        peer_certificates: None,
     };
     let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
     // A persistent future, so that its wake-up registration survives polls.
@@ -1050,6 +1071,18 @@ impl Driver {
                 entry,
                 Status::resource_exhausted("too many concurrent calls"),
             );
+        }
+        if let Some(check) = &self.interceptor {
+            let empty = Metadata::new();
+            let info = CallInfo {
+                method: bound.as_deref().unwrap_or_default(),
+                metadata: c.metadata.as_ref().unwrap_or(&empty),
+                peer: self.remote,
+                peer_certificates: self.peer_certificates.as_deref(),
+            };
+            if let Err(status) = check.check(&info) {
+                return reject(self, entry, status);
+            }
         }
         if c.metadata
             .as_ref()

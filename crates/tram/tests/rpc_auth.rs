@@ -1,0 +1,151 @@
+//! Interceptors over real loopback TCP: a server that authenticates bearer
+//! tokens and authorises per method, clients that attach the token to every
+//! call.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::net::SocketAddr;
+
+use support::within;
+use tokio::sync::oneshot;
+use tram::conn::{Listener, TcpConfig};
+use tram::rpc::{
+    CallInfo, Channel, ChannelConfig, ClientInterceptor, Code, Metadata, Request, Response, Server,
+    Status,
+};
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Echo {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+}
+
+const SAY: &str = "/test.Echo/Say";
+const ADMIN: &str = "/test.Admin/Reset";
+
+/// Who may call what: "reader" may call Say, "admin" anything.
+fn authorise(call: &CallInfo<'_>) -> Result<(), Status> {
+    let token = call
+        .metadata
+        .get("authorization")
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| Status::unauthenticated("a bearer token is required"))?;
+    let role = match token {
+        "reader-token" => "reader",
+        "admin-token" => "admin",
+        _ => return Err(Status::unauthenticated("unknown token")),
+    };
+    if call.method == ADMIN && role != "admin" {
+        return Err(Status::permission_denied(format!(
+            "{role} may not call {}",
+            call.method
+        )));
+    }
+    assert!(call.peer.ip().is_loopback());
+    Ok(())
+}
+
+async fn start() -> (SocketAddr, oneshot::Sender<()>) {
+    let server = Server::builder()
+        .interceptor(authorise)
+        .unary(SAY, |req: Request<Echo>| async move {
+            // The handler sees the metadata the interceptor checked.
+            assert!(req.metadata().get("authorization").is_some());
+            Ok(Response::new(req.into_inner()))
+        })
+        .unary(ADMIN, |req: Request<Echo>| async move {
+            Ok(Response::new(req.into_inner()))
+        })
+        .build();
+    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        server
+            .serve_listener(listener, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    (addr, stop)
+}
+
+fn channel(addr: SocketAddr, token: Option<&str>) -> Channel {
+    let interceptor =
+        token.map(|t| ClientInterceptor::header("authorization", &format!("Bearer {t}")).unwrap());
+    Channel::with_config(
+        addr.to_string(),
+        ChannelConfig {
+            interceptor,
+            ..ChannelConfig::default()
+        },
+    )
+}
+
+async fn call(ch: &Channel, method: &str) -> Result<u64, Status> {
+    let r: Response<Echo> =
+        within(5, "a call", ch.unary(method, Request::new(Echo { id: 3 }))).await?;
+    Ok(r.get_ref().id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens_authenticate_and_roles_authorise() {
+    let (addr, _stop) = start().await;
+    let anonymous = channel(addr, None);
+    let reader = channel(addr, Some("reader-token"));
+    let admin = channel(addr, Some("admin-token"));
+    let forged = channel(addr, Some("forged"));
+
+    assert_eq!(
+        call(&anonymous, SAY).await.unwrap_err().code(),
+        Code::Unauthenticated
+    );
+    assert_eq!(
+        call(&forged, SAY).await.unwrap_err().code(),
+        Code::Unauthenticated
+    );
+    assert_eq!(call(&reader, SAY).await.unwrap(), 3);
+    let denied = call(&reader, ADMIN).await.unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    assert!(
+        denied.message().contains("reader may not call"),
+        "{denied:?}"
+    );
+    assert_eq!(call(&admin, ADMIN).await.unwrap(), 3);
+    // A refused call does not harm the connection: the next one works.
+    assert_eq!(call(&reader, SAY).await.unwrap(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_interceptors_keep_the_callers_metadata_and_can_refuse() {
+    let (addr, _stop) = start().await;
+    // Caller metadata and interceptor metadata both arrive.
+    let ch = channel(addr, Some("reader-token"));
+    let md = Metadata::builder().ascii("x-trace", "abc").unwrap().build();
+    let r: Response<Echo> = ch
+        .unary(SAY, Request::new(Echo { id: 5 }).with_metadata(md))
+        .await
+        .unwrap();
+    assert_eq!(r.get_ref().id, 5);
+    // An interceptor that refuses fails the call locally.
+    let refusing = Channel::with_config(
+        addr.to_string(),
+        ChannelConfig {
+            interceptor: Some(ClientInterceptor::new(|method, _| {
+                Err(Status::failed_precondition(format!("not calling {method}")))
+            })),
+            ..ChannelConfig::default()
+        },
+    );
+    let err = call(&refusing, SAY).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(!err.is_remote());
+    // Invalid header values are refused when the interceptor is made.
+    assert!(ClientInterceptor::header("Bad Key", "x").is_err());
+    assert!(ClientInterceptor::header("ok", "line\nbreak").is_err());
+}
