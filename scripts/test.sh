@@ -7,8 +7,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
 echo "== cargo clippy (warnings are errors)"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 
 echo "== cargo test"
-cargo test --workspace --all-targets --quiet
-cargo test --workspace --doc --quiet
+cargo test --workspace --all-targets --all-features --quiet
+cargo test --workspace --doc --all-features --quiet

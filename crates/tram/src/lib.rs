@@ -10,13 +10,17 @@
 //!
 //! - [`rpc`]: calls over a message stream of tram frames: [`rpc::Server`],
 //!   [`rpc::Channel`], unary and streaming calls, status, metadata,
-//!   deadlines, cancellation, credit flow control.
+//!   deadlines, cancellation, credit flow control, interceptors.
+//!
+//! - `tls` (feature `tls`): TLS and mutual TLS with rustls, for both.
 //!
 //! The wire format lives in the [`tram_wire`] crate, re-exported as
 //! [`wire`].
 
 pub mod conn;
 pub mod rpc;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use tram_wire as wire;
 

@@ -55,6 +55,9 @@ pub struct ChannelConfig {
     /// Runs as each call opens, to add metadata to it (a bearer token, a
     /// trace id) or refuse it locally (default none).
     pub interceptor: Option<super::ClientInterceptor>,
+    /// TLS for every connection (feature `tls`; default none: plain TCP).
+    #[cfg(feature = "tls")]
+    pub tls: Option<crate::tls::ClientTls>,
     /// Limits this client announces (its receive side).
     pub settings: Settings,
     /// Socket options.
@@ -80,6 +83,8 @@ impl Default for ChannelConfig {
             wait_for_capacity: true,
             keepalive: Some(super::Keepalive::default()),
             interceptor: None,
+            #[cfg(feature = "tls")]
+            tls: None,
             settings: Settings::DEFAULT,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
@@ -557,10 +562,32 @@ enum State {
 /// A protocol violation by the server.
 struct Broken(String);
 
+/// The connection's halves: plain TCP, or TLS after its handshake.
+async fn transport(
+    stream: tokio::net::TcpStream,
+    target: &str,
+    cfg: &ChannelConfig,
+) -> std::io::Result<(super::BoxRead, super::BoxWrite)> {
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &cfg.tls {
+        let name = tls
+            .server_name
+            .as_deref()
+            .unwrap_or_else(|| crate::tls::host_of(target));
+        let stream = crate::tls::connect(tls.config.clone(), name, stream).await?;
+        let (read, write) = tokio::io::split(stream);
+        return Ok((Box::new(read), Box::new(write)));
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = (target, cfg);
+    let (read, write) = stream.into_split();
+    Ok((Box::new(read), Box::new(write)))
+}
+
 impl ClientConn {
     async fn connect(target: &str, cfg: &ChannelConfig) -> std::io::Result<Arc<ClientConn>> {
         let stream = conn::connect(target, &cfg.tcp).await?;
-        let (read, write) = stream.into_split();
+        let (read, write) = transport(stream, target, cfg).await?;
         let max_frame = cfg.settings.max_frame_size;
         let (mut inbound, out) = Connection::from_parts(
             read,
@@ -788,7 +815,7 @@ impl ClientConn {
 
     async fn read_loop(
         &self,
-        inbound: &mut conn::Inbound<tokio::net::tcp::OwnedReadHalf, RpcDecoder>,
+        inbound: &mut conn::Inbound<super::BoxRead, RpcDecoder>,
         keepalive: Option<super::Keepalive>,
     ) -> Status {
         let mut settled = false;

@@ -34,6 +34,12 @@ pub use status::Status;
 pub use stream::Streaming;
 pub use tram_wire::{Code, Metadata, metadata::MetadataBuilder};
 
+/// The read half of a connection, whatever the transport (TCP or TLS):
+/// one virtual call per read.
+pub(crate) type BoxRead = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+/// The write half, likewise.
+pub(crate) type BoxWrite = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
 /// Hashes the small integer keys of per-connection tables (call ids,
 /// method numbers) with one multiplication instead of SipHash: the keys
 /// come from one peer, and each table is bounded by the connection's limits.

@@ -84,6 +84,8 @@ pub struct ServerConfig {
     idle_timeout: Option<Duration>,
     keepalive: Option<Keepalive>,
     interceptor: Option<ServerInterceptor>,
+    #[cfg(feature = "tls")]
+    tls: Option<Arc<crate::tls::rustls::ServerConfig>>,
     spawn_handlers: bool,
     tcp: TcpConfig,
     conn: conn::Config,
@@ -99,6 +101,8 @@ impl Default for ServerConfig {
             idle_timeout: Some(Duration::from_secs(300)),
             keepalive: Some(Keepalive::default()),
             interceptor: None,
+            #[cfg(feature = "tls")]
+            tls: None,
             spawn_handlers: false,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
@@ -563,6 +567,16 @@ impl ServerBuilder {
         self
     }
 
+    /// Serves TLS only (feature `tls`): every connection's handshake must
+    /// finish within the handshake timeout. For mutual TLS, build `config`
+    /// with a client certificate verifier; the client's chain then reaches
+    /// interceptors as [`CallInfo::peer_certificates`].
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: Arc<crate::tls::rustls::ServerConfig>) -> Self {
+        self.config.tls = Some(config);
+        self
+    }
+
     /// Runs each handler as a task of its own instead of in its
     /// connection's task (default off). For CPU-heavy handlers: they then
     /// spread over the runtime's threads instead of holding up the
@@ -724,6 +738,28 @@ fn violation(msg: impl Into<String>) -> Violation {
     Violation(Reason::PROTOCOL_ERROR, msg.into())
 }
 
+/// The connection's halves: plain TCP, or TLS after its handshake (with
+/// the client's certificate chain, if it sent one).
+async fn open_transport(
+    stream: TcpStream,
+    config: &ServerConfig,
+) -> io::Result<(super::BoxRead, super::BoxWrite, Option<Vec<Bytes>>)> {
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &config.tls {
+        let handshake = crate::tls::accept(tls.clone(), stream);
+        let tls = tokio::time::timeout(config.handshake_timeout, handshake)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timeout"))??;
+        let certs = crate::tls::peer_certificates(&tls);
+        let (read, write) = tokio::io::split(tls);
+        return Ok((Box::new(read), Box::new(write), certs));
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = config;
+    let (read, write) = stream.into_split();
+    Ok((Box::new(read), Box::new(write), None))
+}
+
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
@@ -732,7 +768,13 @@ async fn serve_connection(
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), conn::Error> {
     let settings = config.settings;
-    let (read, write) = stream.into_split();
+    let (read, write, peer_certificates) = match open_transport(stream, &config).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "closing connection: handshake failed");
+            return Ok(());
+        }
+    };
     let (mut inbound, out) = Connection::from_parts(
         read,
         write,
@@ -762,7 +804,7 @@ async fn serve_connection(
         ),
         interceptor: config.interceptor.clone(),
         remote: peer,
-        peer_certificates: None,
+        peer_certificates,
     };
     let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
     // A persistent future, so that its wake-up registration survives polls.
@@ -828,7 +870,7 @@ async fn serve_connection(
 impl Driver {
     fn poll(
         &mut self,
-        inbound: &mut conn::Inbound<tokio::net::tcp::OwnedReadHalf, RpcDecoder>,
+        inbound: &mut conn::Inbound<super::BoxRead, RpcDecoder>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), Violation>> {
         let out = self.out.clone();
