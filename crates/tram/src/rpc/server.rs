@@ -765,9 +765,8 @@ async fn serve_connection(
     peer: SocketAddr,
     routes: Arc<HashMap<String, Route>>,
     config: Arc<ServerConfig>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> Result<(), conn::Error> {
-    let settings = config.settings;
     let (read, write, peer_certificates) = match open_transport(stream, &config).await {
         Ok(t) => t,
         Err(e) => {
@@ -775,6 +774,64 @@ async fn serve_connection(
             return Ok(());
         }
     };
+    let transport = Transport {
+        read,
+        write,
+        peer,
+        peer_certificates,
+    };
+    serve_transport(transport, routes, config, stop).await
+}
+
+/// One connection's transport, ready for the RPC protocol.
+struct Transport {
+    read: super::BoxRead,
+    write: super::BoxWrite,
+    peer: SocketAddr,
+    peer_certificates: Option<Vec<Bytes>>,
+}
+
+impl Server {
+    /// Serves one connection that was accepted elsewhere, over any
+    /// transport (a Unix socket, an in-memory pipe, a TLS stream accepted
+    /// by your own code), until it closes. `peer` is what interceptors see
+    /// as the client's address. The server's TLS setting does not apply:
+    /// `io` is used as it is.
+    ///
+    /// # Errors
+    ///
+    /// Only a failure to queue the opening SETTINGS; the connection's own
+    /// failures close it and are logged.
+    pub async fn serve_connection<IO>(&self, io: IO, peer: SocketAddr) -> Result<(), conn::Error>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    {
+        let (read, write) = tokio::io::split(io);
+        let transport = Transport {
+            read: Box::new(read),
+            write: Box::new(write),
+            peer,
+            peer_certificates: None,
+        };
+        // Never stopped from outside: the connection's own end ends it.
+        let (_keep, stop) = watch::channel(false);
+        serve_transport(transport, self.routes.clone(), self.config.clone(), stop).await
+    }
+}
+
+async fn serve_transport(
+    transport: Transport,
+    routes: Arc<HashMap<String, Route>>,
+    config: Arc<ServerConfig>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), conn::Error> {
+    let settings = config.settings;
+    let Transport {
+        read,
+        write,
+        peer,
+        peer_certificates,
+    } = transport;
     let (mut inbound, out) = Connection::from_parts(
         read,
         write,
