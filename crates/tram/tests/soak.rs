@@ -114,10 +114,15 @@ async fn kill_proxy(target: SocketAddr, every: Duration) -> KillProxy {
                 };
                 let pair = tokio::spawn(async move {
                     let (mut client, mut server) = (client, server);
+                    // Dropped at the end or on abort: with linger 0, an RST.
+                    // (Deprecated because a non-zero linger blocks on drop;
+                    // zero never does.)
+                    #[allow(deprecated)]
+                    {
+                        let _ = client.set_linger(Some(Duration::ZERO));
+                        let _ = server.set_linger(Some(Duration::ZERO));
+                    }
                     let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    // Dropped here or on abort: with linger 0, an RST.
-                    let _ = client.set_linger(Some(Duration::ZERO));
-                    let _ = server.set_linger(Some(Duration::ZERO));
                 });
                 let mut l = live.lock();
                 l.retain(|h| !h.is_finished());
