@@ -106,7 +106,18 @@ struct Inner {
     target: String,
     config: ChannelConfig,
     slots: Vec<Slot>,
+    /// Opens connections other than by TCP to `target`.
+    connector: Option<Connector>,
 }
+
+/// Opens one transport for a channel's connection (see
+/// [`Channel::with_connector`]).
+type Connector = Arc<
+    dyn Fn() -> std::pin::Pin<
+            Box<dyn Future<Output = std::io::Result<(super::BoxRead, super::BoxWrite)>> + Send>,
+        > + Send
+        + Sync,
+>;
 
 struct Slot {
     conn: RwLock<Option<Arc<ClientConn>>>,
@@ -161,8 +172,41 @@ impl Channel {
                 target: target.into(),
                 config,
                 slots,
+                connector: None,
             }),
         }
+    }
+
+    /// A channel whose connections are opened by `connect` instead of by
+    /// TCP: over a Unix socket, an in-memory pipe to a
+    /// [`Server::serve_connection`](super::Server::serve_connection), a
+    /// tunnel. `name` only names the channel in errors. Reconnection,
+    /// pooling and every other setting work as for TCP (`tcp` and `tls`
+    /// are not used).
+    pub fn with_connector<F, Fut, IO>(
+        name: impl Into<String>,
+        config: ChannelConfig,
+        connect: F,
+    ) -> Channel
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::io::Result<IO>> + Send + 'static,
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    {
+        let connector: Connector = Arc::new(move || {
+            let fut = connect();
+            Box::pin(async move {
+                let io = fut.await?;
+                let (read, write) = tokio::io::split(io);
+                let halves: (super::BoxRead, super::BoxWrite) = (Box::new(read), Box::new(write));
+                Ok(halves)
+            })
+        });
+        let mut channel = Channel::with_config(name, config);
+        if let Some(inner) = Arc::get_mut(&mut channel.inner) {
+            inner.connector = Some(connector);
+        }
+        channel
     }
 
     /// A unary call.
@@ -472,7 +516,7 @@ impl Channel {
         }
         let cfg = &inner.config;
         let attempt =
-            tokio::time::timeout(cfg.connect_timeout, ClientConn::connect(&inner.target, cfg))
+            tokio::time::timeout(cfg.connect_timeout, ClientConn::connect(inner))
                 .await;
         match attempt {
             Ok(Ok(conn)) => {
@@ -585,9 +629,15 @@ async fn transport(
 }
 
 impl ClientConn {
-    async fn connect(target: &str, cfg: &ChannelConfig) -> std::io::Result<Arc<ClientConn>> {
-        let stream = conn::connect(target, &cfg.tcp).await?;
-        let (read, write) = transport(stream, target, cfg).await?;
+    async fn connect(inner: &Inner) -> std::io::Result<Arc<ClientConn>> {
+        let (target, cfg) = (&inner.target, &inner.config);
+        let (read, write) = match &inner.connector {
+            Some(connect) => connect().await?,
+            None => {
+                let stream = conn::connect(target.as_str(), &cfg.tcp).await?;
+                transport(stream, target, cfg).await?
+            }
+        };
         let max_frame = cfg.settings.max_frame_size;
         let (mut inbound, out) = Connection::from_parts(
             read,

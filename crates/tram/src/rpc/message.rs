@@ -167,3 +167,40 @@ impl<T> IntoRequest<T> for Request<T> {
         self
     }
 }
+
+/// A message passed through as its encoded bytes, never decoded: for
+/// proxies and gateways that forward calls (use it as both the request and
+/// the response type of a [`Channel`](super::Channel) call).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawMessage(pub bytes::Bytes);
+
+impl prost::Message for RawMessage {
+    fn encode_raw(&self, buf: &mut impl bytes::BufMut) {
+        buf.put_slice(&self.0);
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        // Not reached through `merge`, which takes the bytes whole.
+        prost::encoding::skip_field(wire_type, tag, buf, ctx)
+    }
+
+    fn merge(&mut self, mut buf: impl bytes::Buf) -> Result<(), prost::DecodeError> {
+        // Zero-copy when `buf` is `Bytes` (as tram's decoders pass).
+        self.0 = buf.copy_to_bytes(buf.remaining());
+        Ok(())
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn clear(&mut self) {
+        self.0 = bytes::Bytes::new();
+    }
+}

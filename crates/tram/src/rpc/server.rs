@@ -244,10 +244,46 @@ pub struct ServerBuilder {
     config: ServerConfig,
 }
 
-/// A tram RPC server.
+/// A tram RPC server. Cloning is cheap and shares the routes.
+#[derive(Clone)]
 pub struct Server {
     routes: Arc<HashMap<String, Route>>,
     config: Arc<ServerConfig>,
+    /// Serves connections that do not open with tram's preface.
+    other: Option<Arc<dyn OtherProtocol>>,
+}
+
+/// Serves connections on a tram server's port that open with something
+/// other than tram's preface: how the gRPC gateway (`tram-grpc`) shares
+/// the port. The server reads nothing from such a connection before
+/// handing it over (it only peeks at the first byte).
+pub trait OtherProtocol: Send + Sync + 'static {
+    /// Serves `stream`, from `peer`, until it closes.
+    fn serve(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+impl Server {
+    /// The kind of the method at `path` (`/package.Service/Method`), if
+    /// this server has it.
+    pub fn method_kind(&self, path: &str) -> Option<Kind> {
+        self.routes.get(path).map(|r| r.kind)
+    }
+
+    /// Every method path this server has.
+    pub fn method_paths(&self) -> impl Iterator<Item = &str> {
+        self.routes.keys().map(String::as_str)
+    }
+
+    /// Hands connections that do not start with tram's preface to
+    /// `other` (by their first byte), instead of closing them.
+    pub fn with_other_protocol(mut self, other: Arc<dyn OtherProtocol>) -> Server {
+        self.other = Some(other);
+        self
+    }
 }
 
 impl Server {
@@ -598,6 +634,7 @@ impl ServerBuilder {
         Server {
             routes: Arc::new(self.routes),
             config: Arc::new(self.config),
+            other: None,
         }
     }
 }
@@ -654,7 +691,14 @@ impl Server {
                             continue;
                         }
                         let (routes, config, stop) = (self.routes.clone(), self.config.clone(), stop_rx.clone());
+                        let other = self.other.clone();
                         conns.spawn(async move {
+                            if let Some(other) = other {
+                                if !opens_with_tram(&stream, config.handshake_timeout).await {
+                                    other.serve(stream, peer).await;
+                                    return;
+                                }
+                            }
                             if let Err(e) = serve_connection(stream, peer, routes, config, stop).await {
                                 tracing::debug!(%peer, error = %e, "connection closed");
                             }
@@ -678,6 +722,17 @@ impl Server {
             conns.abort_all();
         }
         Ok(())
+    }
+}
+
+/// Whether a connection's first byte is tram's (or TLS's, which the tram
+/// side handles); peeked, not read. A peer that sends nothing within the
+/// handshake timeout is left to the tram side, which times it out.
+async fn opens_with_tram(stream: &TcpStream, timeout: Duration) -> bool {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(timeout, stream.peek(&mut first)).await {
+        Ok(Ok(1)) => first[0] == tram_wire::preface::PREFACE[0] || first[0] == 0x16,
+        _ => true,
     }
 }
 
