@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 
+pub mod interop;
 pub mod kv;
 pub mod load;
 
@@ -22,6 +23,11 @@ pub mod proto {
     #[allow(missing_docs, unreachable_pub)]
     pub mod echo {
         tram::include_proto!("echo");
+    }
+    /// `proto/grpc/testing/*.proto`: the gRPC interop test service.
+    #[allow(missing_docs, unreachable_pub, clippy::all)]
+    pub mod interop {
+        tram::include_proto!("grpc.testing");
     }
 }
 

@@ -515,9 +515,7 @@ impl Channel {
             }
         }
         let cfg = &inner.config;
-        let attempt =
-            tokio::time::timeout(cfg.connect_timeout, ClientConn::connect(inner))
-                .await;
+        let attempt = tokio::time::timeout(cfg.connect_timeout, ClientConn::connect(inner)).await;
         match attempt {
             Ok(Ok(conn)) => {
                 *backoff = Backoff {

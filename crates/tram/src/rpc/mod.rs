@@ -28,8 +28,8 @@ mod stream;
 
 pub use client::{Channel, ChannelConfig, RequestSink, ResponseStream};
 pub use intercept::{CallInfo, ClientInterceptor, ServerInterceptor};
-pub use message::{IntoRequest, Request, Response};
 pub use message::RawMessage;
+pub use message::{IntoRequest, Request, Response};
 pub use server::{Keepalive, Kind, OtherProtocol, Server, ServerBuilder, ServerConfig, Service};
 pub use status::Status;
 pub use stream::Streaming;

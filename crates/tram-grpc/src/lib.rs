@@ -1,0 +1,546 @@
+//! gRPC over HTTP/2 for tram services: ordinary gRPC clients (any
+//! language, grpcurl, gRPC-aware proxies) call the same handlers a tram
+//! [`Server`] runs, on the same port.
+//!
+//! ```no_run
+//! # async fn run(server: tram::rpc::Server) -> std::io::Result<()> {
+//! // The tram server, as built for native clients...
+//! let server = tram_grpc::with_gateway(server);
+//! // ...now also answers gRPC (h2c, prior knowledge) on the same port.
+//! server.serve("0.0.0.0:7000").await
+//! # }
+//! ```
+//!
+//! # How a gRPC call reaches a handler
+//!
+//! Each HTTP/2 connection gets one in-memory tram connection to the server
+//! ([`Server::serve_connection`]); each HTTP/2 stream becomes one tram call
+//! on it, so handlers, interceptors, limits, deadlines and cancellation
+//! are the tram server's own, and nothing is written twice per service.
+//! The gateway maps:
+//!
+//! - `/package.Service/Method` to the tram method of that path, and the
+//!   method's kind (unary, server, client or bidirectional streaming) to
+//!   how the request body is read;
+//! - 5-byte length-prefixed messages to tram messages (passed through,
+//!   never decoded), gzip-compressed ones when `grpc-encoding: gzip`; an
+//!   unsupported encoding gets `UNIMPLEMENTED` with `grpc-accept-encoding`;
+//! - request headers to tram metadata (`-bin` values base64-decoded),
+//!   `grpc-timeout` to the call's deadline;
+//! - the tram status to `grpc-status`, percent-encoded `grpc-message`,
+//!   `grpc-status-details-bin` and trailing metadata, as trailers, or as
+//!   a trailers-only response when the call fails before any message;
+//! - RST_STREAM from the client to cancelling the tram call (its handler
+//!   is dropped); HTTP/2 flow control is the h2 crate's, and responses wait
+//!   for window before they are sent.
+//!
+//! Responses are gzip-compressed when the client accepts gzip and
+//! [`GatewayConfig::compress_responses`] is on. tram has no response
+//! headers other than the status trailers, so custom initial (leading)
+//! response metadata is not sent.
+
+mod wire;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+
+use bytes::{Bytes, BytesMut};
+use h2::RecvStream;
+use h2::server::SendResponse;
+use http::{HeaderMap, HeaderValue, Request as HttpRequest, Response as HttpResponse, StatusCode};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tram::rpc::{
+    Channel, ChannelConfig, Kind, OtherProtocol, RawMessage, Request, ResponseStream, Server,
+    Status,
+};
+
+pub use wire::decode_message;
+use wire::{Deframer, Encoding};
+
+/// Settings of the gateway.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Largest request or response message, in bytes (default 4 MiB, tram's
+    /// default frame size).
+    pub max_message_size: usize,
+    /// gzip responses for clients that accept it (default off: on a fast
+    /// network compression costs more CPU than it saves).
+    pub compress_responses: bool,
+    /// Streams one HTTP/2 connection may have open (default 1024).
+    pub max_concurrent_streams: u32,
+    /// HTTP/2 receive window per stream (default 1 MiB).
+    pub stream_window: u32,
+    /// HTTP/2 receive window per connection (default 4 MiB).
+    pub connection_window: u32,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            max_message_size: 4 << 20,
+            compress_responses: false,
+            max_concurrent_streams: 1024,
+            stream_window: 1 << 20,
+            connection_window: 4 << 20,
+        }
+    }
+}
+
+/// Serves gRPC over HTTP/2 by calling a tram [`Server`]'s handlers.
+#[derive(Clone)]
+pub struct Gateway {
+    server: Server,
+    config: Arc<GatewayConfig>,
+}
+
+/// `server`, answering gRPC over HTTP/2 on its own port as well as tram
+/// (connections are told apart by their first byte).
+pub fn with_gateway(server: Server) -> Server {
+    with_gateway_config(server, GatewayConfig::default())
+}
+
+/// [`with_gateway`] with settings.
+pub fn with_gateway_config(server: Server, config: GatewayConfig) -> Server {
+    let gateway = Gateway::new(server.clone(), config);
+    server.with_other_protocol(Arc::new(gateway))
+}
+
+impl Gateway {
+    /// A gateway to `server`'s methods.
+    pub fn new(server: Server, config: GatewayConfig) -> Gateway {
+        Gateway {
+            server,
+            config: Arc::new(config),
+        }
+    }
+
+    /// Serves one HTTP/2 connection (prior knowledge: the client's preface
+    /// comes first) until it closes.
+    pub async fn serve_h2<IO>(&self, io: IO, peer: SocketAddr)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let handshake = h2::server::Builder::new()
+            .max_concurrent_streams(self.config.max_concurrent_streams)
+            .initial_window_size(self.config.stream_window)
+            .initial_connection_window_size(self.config.connection_window)
+            .max_frame_size(1 << 20)
+            .handshake::<_, Bytes>(io);
+        let mut conn = match handshake.await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "HTTP/2 handshake failed");
+                return;
+            }
+        };
+        // One in-memory tram connection per HTTP/2 connection, to this
+        // server: interceptors see the HTTP/2 client's address.
+        let server = self.server.clone();
+        let channel = Channel::with_connector(
+            format!("grpc gateway for {peer}"),
+            ChannelConfig {
+                keepalive: None,
+                ..ChannelConfig::default()
+            },
+            move || {
+                let (ours, theirs) = tokio::io::duplex(256 * 1024);
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let _ = server.serve_connection(theirs, peer).await;
+                });
+                std::future::ready(Ok(ours))
+            },
+        );
+        while let Some(accepted) = conn.accept().await {
+            let (request, respond) = match accepted {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "HTTP/2 connection error");
+                    return;
+                }
+            };
+            let call = Call {
+                server: self.server.clone(),
+                channel: channel.clone(),
+                config: self.config.clone(),
+            };
+            tokio::spawn(call.run(request, respond));
+        }
+    }
+}
+
+impl OtherProtocol for Gateway {
+    fn serve(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let gateway = self.clone();
+        Box::pin(async move { gateway.serve_h2(stream, peer).await })
+    }
+}
+
+/// One gRPC call's context.
+struct Call {
+    server: Server,
+    channel: Channel,
+    config: Arc<GatewayConfig>,
+}
+
+/// What the request headers said.
+struct Head {
+    path: String,
+    kind: Kind,
+    encoding: Encoding,
+    gzip_responses: bool,
+    request: Request<()>,
+}
+
+impl Call {
+    async fn run(self, request: HttpRequest<RecvStream>, mut respond: SendResponse<Bytes>) {
+        let (parts, body) = request.into_parts();
+        if parts.method != http::Method::POST {
+            return http_error(&mut respond, StatusCode::METHOD_NOT_ALLOWED);
+        }
+        let grpc = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("application/grpc"));
+        if !grpc {
+            return http_error(&mut respond, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        }
+        let head = match self.head(parts.uri.path(), &parts.headers) {
+            Ok(h) => h,
+            Err(status) => return trailers_only(&mut respond, &status),
+        };
+        let mut body = Body {
+            stream: body,
+            buf: BytesMut::new(),
+            deframer: Deframer::new(self.config.max_message_size),
+            encoding: head.encoding,
+        };
+        self.dispatch(&head, &mut body, &mut respond).await;
+    }
+
+    fn head(&self, path: &str, headers: &HeaderMap) -> Result<Head, Status> {
+        let kind = self
+            .server
+            .method_kind(path)
+            .ok_or_else(|| Status::unimplemented(format!("unknown method {path}")))?;
+        let encoding = match headers.get("grpc-encoding").map(|v| v.to_str()) {
+            None => Encoding::Identity,
+            Some(Ok(v)) => Encoding::parse(v).ok_or_else(|| {
+                Status::unimplemented(format!(
+                    "grpc-encoding {v} is not supported (supported: {})",
+                    wire::ACCEPT_ENCODING
+                ))
+            })?,
+            Some(Err(_)) => return Err(Status::unimplemented("unreadable grpc-encoding")),
+        };
+        let gzip_responses = self.config.compress_responses
+            && headers
+                .get_all("grpc-accept-encoding")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .any(|e| e.trim() == "gzip");
+        let mut request = Request::new(()).with_metadata(wire::headers_to_metadata(headers));
+        if let Some(t) = headers
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .and_then(wire::parse_timeout)
+        {
+            request = request.with_timeout(t);
+        }
+        Ok(Head {
+            path: path.to_owned(),
+            kind,
+            encoding,
+            gzip_responses,
+            request,
+        })
+    }
+
+    /// Runs the call: reads the request messages the method's kind takes,
+    /// and writes what the tram call answers.
+    async fn dispatch(&self, head: &Head, body: &mut Body, respond: &mut SendResponse<Bytes>) {
+        let (metadata, timeout) = (head.request.metadata().clone(), head.request.timeout());
+        let request = |msg: RawMessage| {
+            let r = Request::new(msg).with_metadata(metadata.clone());
+            match timeout {
+                Some(t) => r.with_timeout(t),
+                None => r,
+            }
+        };
+        let mut out = Out {
+            respond,
+            stream: None,
+            gzip: head.gzip_responses,
+        };
+        match head.kind {
+            Kind::Unary => {
+                let msg = match body.single().await {
+                    Ok(m) => m,
+                    Err(s) => return out.finish(&s).await,
+                };
+                let call = self
+                    .channel
+                    .unary::<_, RawMessage>(&head.path, request(msg));
+                let Some(answer) = out.or_reset(call).await else {
+                    return;
+                };
+                match answer {
+                    Ok(resp) => {
+                        let trailers = resp.trailers().clone();
+                        if out.message(&resp.into_inner().0).await.is_ok() {
+                            out.finish(&wire::ok_status(trailers)).await;
+                        }
+                    }
+                    Err(s) => out.finish(&s).await,
+                }
+            }
+            Kind::ServerStreaming => {
+                let msg = match body.single().await {
+                    Ok(m) => m,
+                    Err(s) => return out.finish(&s).await,
+                };
+                let call = self
+                    .channel
+                    .server_streaming::<_, RawMessage>(&head.path, request(msg));
+                let Some(opened) = out.or_reset(call).await else {
+                    return;
+                };
+                match opened {
+                    Ok(responses) => {
+                        if out.headers().is_ok() {
+                            out.stream(responses).await;
+                        }
+                    }
+                    Err(s) => out.finish(&s).await,
+                }
+            }
+            Kind::ClientStreaming | Kind::Bidi => {
+                let mut opening = Request::new(()).with_metadata(metadata.clone());
+                if let Some(t) = timeout {
+                    opening = opening.with_timeout(t);
+                }
+                let call = self
+                    .channel
+                    .bidi_streaming::<RawMessage, RawMessage>(&head.path, opening);
+                let (mut sink, responses) = match out.or_reset(call).await {
+                    Some(Ok(pair)) => pair,
+                    Some(Err(s)) => return out.finish(&s).await,
+                    None => return,
+                };
+                if out.headers().is_err() {
+                    return;
+                }
+                // Requests flow in while responses flow out; the call ends
+                // when the responses do.
+                let pump = async {
+                    loop {
+                        match body.message().await {
+                            Ok(Some(m)) => {
+                                if sink.send(RawMessage(m)).await.is_err() {
+                                    // The call ended; its status comes
+                                    // with the responses.
+                                    return std::future::pending().await;
+                                }
+                            }
+                            Ok(None) => {
+                                sink.close();
+                                return std::future::pending().await;
+                            }
+                            Err(s) => return s,
+                        }
+                    }
+                };
+                let bad = tokio::select! {
+                    () = out.stream(responses) => None,
+                    bad = pump => Some(bad),
+                };
+                if let Some(status) = bad {
+                    // A malformed or reset request stream: the response
+                    // stream was dropped (cancelling the call); say why.
+                    out.finish(&status).await;
+                }
+            }
+        }
+    }
+}
+
+/// Reads gRPC messages from a request body.
+struct Body {
+    stream: RecvStream,
+    buf: BytesMut,
+    deframer: Deframer,
+    encoding: Encoding,
+}
+
+impl Body {
+    /// The next message; `None` at the end of the request stream.
+    async fn message(&mut self) -> Result<Option<Bytes>, Status> {
+        loop {
+            if let Some(m) = self
+                .deframer
+                .next(&mut self.buf, self.encoding)
+                .map_err(|e| e.status())?
+            {
+                return Ok(Some(m));
+            }
+            match self.stream.data().await {
+                Some(Ok(chunk)) => {
+                    let _ = self.stream.flow_control().release_capacity(chunk.len());
+                    self.buf.extend_from_slice(&chunk);
+                }
+                Some(Err(e)) => return Err(Status::cancelled(format!("request stream: {e}"))),
+                None if self.buf.is_empty() => return Ok(None),
+                None => return Err(Status::internal("request ends inside a message")),
+            }
+        }
+    }
+
+    /// Exactly one message, as unary and server-streaming methods take.
+    async fn single(&mut self) -> Result<RawMessage, Status> {
+        let first = self.message().await?.ok_or_else(|| {
+            Status::unimplemented("no request message for a single-request method")
+        })?;
+        if self.message().await?.is_some() {
+            return Err(Status::unimplemented(
+                "more than one request message for a single-request method",
+            ));
+        }
+        Ok(RawMessage(first))
+    }
+}
+
+/// The response side of one call.
+struct Out<'a> {
+    respond: &'a mut SendResponse<Bytes>,
+    /// Set once the response headers are out.
+    stream: Option<h2::SendStream<Bytes>>,
+    gzip: bool,
+}
+
+impl Out<'_> {
+    /// Sends one message (the headers first, if not yet sent), waiting for
+    /// HTTP/2 window.
+    async fn message(&mut self, msg: &[u8]) -> Result<(), h2::Error> {
+        self.headers()?;
+        let stream = self.stream.as_mut().expect("headers sent");
+        let mut data = wire::frame(msg, self.gzip);
+        while !data.is_empty() {
+            stream.reserve_capacity(data.len());
+            let granted = std::future::poll_fn(|cx| stream.poll_capacity(cx))
+                .await
+                .ok_or_else(|| h2::Error::from(h2::Reason::CANCEL))??;
+            let n = granted.min(data.len());
+            stream.send_data(data.split_to(n), false)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the response headers, once. Streaming calls send them as soon
+    /// as the call is open (clients such as tonic wait for them before
+    /// they start sending); unary calls with their one message.
+    fn headers(&mut self) -> Result<(), h2::Error> {
+        if self.stream.is_none() {
+            let mut head = HttpResponse::new(());
+            let h = head.headers_mut();
+            h.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/grpc"),
+            );
+            h.insert(
+                "grpc-accept-encoding",
+                HeaderValue::from_static(wire::ACCEPT_ENCODING),
+            );
+            if self.gzip {
+                h.insert("grpc-encoding", HeaderValue::from_static("gzip"));
+            }
+            self.stream = Some(self.respond.send_response(head, false)?);
+        }
+        Ok(())
+    }
+
+    /// Runs `fut` until it finishes or the client resets the stream
+    /// (`None`: the caller drops what it was doing, which cancels the tram
+    /// call).
+    async fn or_reset<T>(&mut self, fut: impl Future<Output = T>) -> Option<T> {
+        let mut fut = std::pin::pin!(fut);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(v));
+            }
+            let reset = match self.stream.as_mut() {
+                Some(stream) => stream.poll_reset(cx),
+                None => self.respond.poll_reset(cx),
+            };
+            match reset {
+                Poll::Ready(_) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// Relays a tram response stream, then its status.
+    async fn stream(&mut self, mut responses: ResponseStream<RawMessage>) {
+        loop {
+            let Some(next) = self.or_reset(responses.message()).await else {
+                return;
+            };
+            match next {
+                Ok(Some(m)) => {
+                    if self.message(&m.0).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => return self.finish(&wire::ok_status(Default::default())).await,
+                Err(s) => return self.finish(&s).await,
+            }
+        }
+    }
+
+    /// Ends the response with `status`: as trailers, or trailers-only when
+    /// nothing was sent yet.
+    async fn finish(&mut self, status: &Status) {
+        match self.stream.as_mut() {
+            Some(stream) => {
+                let mut trailers = HeaderMap::new();
+                wire::status_headers(status, &mut trailers);
+                let _ = stream.send_trailers(trailers);
+            }
+            None => trailers_only(self.respond, status),
+        }
+    }
+}
+
+/// A response that is only headers: the status of a call that failed
+/// before any message.
+fn trailers_only(respond: &mut SendResponse<Bytes>, status: &Status) {
+    let mut head = HttpResponse::new(());
+    let h = head.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    h.insert(
+        "grpc-accept-encoding",
+        HeaderValue::from_static(wire::ACCEPT_ENCODING),
+    );
+    wire::status_headers(status, h);
+    let _ = respond.send_response(head, true);
+}
+
+/// A plain HTTP error, for requests that are not gRPC at all.
+fn http_error(respond: &mut SendResponse<Bytes>, code: StatusCode) {
+    let mut head = HttpResponse::new(());
+    *head.status_mut() = code;
+    let _ = respond.send_response(head, true);
+}

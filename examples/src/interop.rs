@@ -1,0 +1,216 @@
+//! The gRPC interop test service (`grpc.testing.TestService`) on tram: a
+//! tram server whose gRPC gateway standard gRPC clients run the interop
+//! cases against (`tests/interop.rs` does so with tonic).
+//!
+//! Behaviour follows the interop spec: `UnaryCall` answers with a payload of
+//! `response_size` zero bytes and, when `response_status` is set, fails
+//! with that code and message; streaming calls send one response per
+//! `ResponseParameters` (after `interval_us`); `StreamingInputCall` sums
+//! its request payload sizes; metadata keys `x-grpc-test-echo-initial` and
+//! `x-grpc-test-echo-trailing-bin` are echoed as trailers (tram has no
+//! leading response metadata).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tram::rpc::{Code, Metadata, Request, Response, Server, Status, Streaming};
+
+use crate::proto::interop::{
+    EchoStatus, Empty, Payload, ResponseParameters, SimpleRequest, SimpleResponse,
+    StreamingInputCallRequest, StreamingInputCallResponse, StreamingOutputCallRequest,
+    StreamingOutputCallResponse, test_service_server,
+};
+
+/// The service.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TestService;
+
+/// A stream of responses fed by a task.
+pub struct Responses(mpsc::Receiver<Result<StreamingOutputCallResponse, Status>>);
+
+impl futures_core::Stream for Responses {
+    type Item = Result<StreamingOutputCallResponse, Status>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+fn payload(size: i32) -> Payload {
+    Payload {
+        r#type: 0,
+        body: Bytes::from(vec![0u8; size.max(0) as usize]),
+    }
+}
+
+/// The status a request asked for, if any (code 0 is OK).
+fn requested(status: Option<&EchoStatus>) -> Option<Status> {
+    let s = status.filter(|s| s.code != 0)?;
+    let code = Code::from_u64(s.code as u64).unwrap_or(Code::Unknown);
+    Some(Status::new(code, s.message.clone()))
+}
+
+/// The echo metadata the interop cases send, returned as trailers.
+fn echoed(md: &Metadata) -> Metadata {
+    let mut out = Metadata::builder();
+    if let Some(Ok(v)) = md.get("x-grpc-test-echo-initial").map(std::str::from_utf8) {
+        let _ = out.ascii("x-grpc-test-echo-initial", v);
+    }
+    if let Some(v) = md.get("x-grpc-test-echo-trailing-bin") {
+        let _ = out.binary("x-grpc-test-echo-trailing-bin", v);
+    }
+    out.build()
+}
+
+/// Sends one response per parameter, honouring `interval_us`.
+async fn stream_out(
+    tx: &mpsc::Sender<Result<StreamingOutputCallResponse, Status>>,
+    params: &[ResponseParameters],
+) -> bool {
+    for p in params {
+        if p.interval_us > 0 {
+            tokio::time::sleep(Duration::from_micros(p.interval_us as u64)).await;
+        }
+        let msg = StreamingOutputCallResponse {
+            payload: Some(payload(p.size)),
+        };
+        if tx.send(Ok(msg)).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+impl test_service_server::TestService for TestService {
+    async fn empty_call(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn unary_call(
+        &self,
+        request: Request<SimpleRequest>,
+    ) -> Result<Response<SimpleResponse>, Status> {
+        let trailers = echoed(request.metadata());
+        let req = request.into_inner();
+        if let Some(status) = requested(req.response_status.as_ref()) {
+            return Err(status.with_trailers(trailers));
+        }
+        let resp = SimpleResponse {
+            payload: Some(payload(req.response_size)),
+            ..SimpleResponse::default()
+        };
+        Ok(Response::new(resp).with_trailers(trailers))
+    }
+
+    async fn cacheable_unary_call(
+        &self,
+        request: Request<SimpleRequest>,
+    ) -> Result<Response<SimpleResponse>, Status> {
+        self.unary_call(request).await
+    }
+
+    type StreamingOutputCallStream = Responses;
+
+    async fn streaming_output_call(
+        &self,
+        request: Request<StreamingOutputCallRequest>,
+    ) -> Result<Response<Responses>, Status> {
+        let req = request.into_inner();
+        if let Some(status) = requested(req.response_status.as_ref()) {
+            return Err(status);
+        }
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            stream_out(&tx, &req.response_parameters).await;
+        });
+        Ok(Response::new(Responses(rx)))
+    }
+
+    async fn streaming_input_call(
+        &self,
+        request: Request<Streaming<StreamingInputCallRequest>>,
+    ) -> Result<Response<StreamingInputCallResponse>, Status> {
+        let mut requests = request.into_inner();
+        let mut size = 0usize;
+        while let Some(r) = requests.message().await? {
+            size += r.payload.map_or(0, |p| p.body.len());
+        }
+        Ok(Response::new(StreamingInputCallResponse {
+            aggregated_payload_size: size as i32,
+        }))
+    }
+
+    type FullDuplexCallStream = Responses;
+
+    async fn full_duplex_call(
+        &self,
+        request: Request<Streaming<StreamingOutputCallRequest>>,
+    ) -> Result<Response<Responses>, Status> {
+        let mut requests = request.into_inner();
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            loop {
+                match requests.message().await {
+                    Ok(Some(req)) => {
+                        if let Some(status) = requested(req.response_status.as_ref()) {
+                            let _ = tx.send(Err(status)).await;
+                            return;
+                        }
+                        if !stream_out(&tx, &req.response_parameters).await {
+                            return;
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Responses(rx)))
+    }
+
+    type HalfDuplexCallStream = Responses;
+
+    async fn half_duplex_call(
+        &self,
+        request: Request<Streaming<StreamingOutputCallRequest>>,
+    ) -> Result<Response<Responses>, Status> {
+        // Every request first, then every response.
+        let mut requests = request.into_inner();
+        let mut all = Vec::new();
+        while let Some(r) = requests.message().await? {
+            all.extend(r.response_parameters);
+        }
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            stream_out(&tx, &all).await;
+        });
+        Ok(Response::new(Responses(rx)))
+    }
+
+    async fn unimplemented_call(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
+        Err(Status::unimplemented(
+            "UnimplementedCall is unimplemented, as the spec says",
+        ))
+    }
+}
+
+/// The interop server: `TestService` only (`UnimplementedService` is left
+/// out, so calls to it get `UNIMPLEMENTED`), with tram's gRPC gateway on
+/// the same port.
+pub fn server() -> Server {
+    let server = Server::builder()
+        .add_service(test_service_server::TestServiceServer::new(TestService))
+        .build();
+    tram_grpc::with_gateway_config(
+        server,
+        tram_grpc::GatewayConfig {
+            compress_responses: true,
+            ..tram_grpc::GatewayConfig::default()
+        },
+    )
+}
