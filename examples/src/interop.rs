@@ -199,13 +199,18 @@ impl test_service_server::TestService for TestService {
     }
 }
 
-/// The interop server: `TestService` only (`UnimplementedService` is left
-/// out, so calls to it get `UNIMPLEMENTED`), with tram's gRPC gateway on
-/// the same port.
+/// The interop server: `TestService` (`UnimplementedService` is left out,
+/// so calls to it get `UNIMPLEMENTED`), reflection and health, with tram's
+/// gRPC gateway on the same port.
 pub fn server() -> Server {
-    let server = Server::builder()
-        .add_service(test_service_server::TestServiceServer::new(TestService))
-        .build();
+    let builder =
+        Server::builder().add_service(test_service_server::TestServiceServer::new(TestService));
+    let (builder, _health) = tram_grpc::standard::add_standard_services(
+        builder,
+        &[tram::include_file_descriptor_set!()],
+    )
+    .expect("the descriptors tram-build wrote decode");
+    let server = builder.build();
     tram_grpc::with_gateway_config(
         server,
         tram_grpc::GatewayConfig {

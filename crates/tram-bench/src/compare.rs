@@ -12,6 +12,9 @@
 //!   buffer, 1 MiB allocation increment, 512 queued outbound messages (its
 //!   example server's values); the client's connection future spawned on the
 //!   runtime, `send_unary` per call.
+//! - tram-grpc (not in the default set): tram's echo server behind its
+//!   gRPC gateway (`tram-grpc`), called by the same tonic client as
+//!   `tonic`: the gateway against tonic's own server.
 //! - floor: a length-prefixed echo with `C` frames kept in flight by one
 //!   writer and one reader task: no correlation, no per-call task, the least
 //!   work a loopback round trip can take.
@@ -42,7 +45,7 @@ use crate::ps;
 use pb::EchoMessage;
 
 const PATH: &str = "/bench.Echo/Say";
-const SYSTEMS: [&str; 4] = ["tram", "tonic", "protosocket", "floor"];
+const SYSTEMS: [&str; 5] = ["tram", "tonic", "protosocket", "floor", "tram-grpc"];
 
 /// Options of `tram-bench compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -284,7 +287,9 @@ async fn measure(
     };
     let task = match system {
         "tram" => tokio::spawn(load.tram(addr)),
-        "tonic" => tokio::spawn(load.tonic(addr)),
+        // tram-grpc: the same tonic client, against a tram server's gRPC
+        // gateway.
+        "tonic" | "tram-grpc" => tokio::spawn(load.tonic(addr)),
         "protosocket" => tokio::spawn(load.protosocket(addr)),
         _ => tokio::spawn(load.floor(addr)),
     };
@@ -477,6 +482,22 @@ pub(crate) async fn serve(system: String, listener: TcpListener) -> anyhow::Resu
                     Ok(tram::rpc::Response::new(req.into_inner()))
                 })
                 .build();
+            let listener =
+                tram::conn::Listener::from_tokio(listener, tram::conn::TcpConfig::default());
+            server
+                .serve_listener(listener, std::future::pending())
+                .await?;
+        }
+        "tram-grpc" => {
+            // The tram echo server, answering gRPC through its gateway.
+            let server = tram_grpc::with_gateway(
+                tram::rpc::Server::builder()
+                    .max_concurrent_calls(65_536)
+                    .unary(PATH, |req: tram::rpc::Request<EchoMessage>| async move {
+                        Ok(tram::rpc::Response::new(req.into_inner()))
+                    })
+                    .build(),
+            );
             let listener =
                 tram::conn::Listener::from_tokio(listener, tram::conn::TcpConfig::default());
             server

@@ -34,11 +34,16 @@
 //!   is dropped); HTTP/2 flow control is the h2 crate's, and responses wait
 //!   for window before they are sent.
 //!
+//! [`standard::add_standard_services`] adds gRPC server reflection (v1 and
+//! v1alpha) and health checking, as tram services: grpcurl-style tools list
+//! and call services without the `.proto` files.
+//!
 //! Responses are gzip-compressed when the client accepts gzip and
 //! [`GatewayConfig::compress_responses`] is on. tram has no response
 //! headers other than the status trailers, so custom initial (leading)
 //! response metadata is not sent.
 
+pub mod standard;
 mod wire;
 
 use std::future::Future;
