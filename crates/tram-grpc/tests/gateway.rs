@@ -1,0 +1,152 @@
+//! The gateway at the HTTP/2 level, with a raw h2 client: requests that are
+//! not gRPC, unsupported encodings, unknown methods, and RST_STREAM
+//! cancelling the tram handler.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderMap, Request};
+use tokio::net::TcpStream;
+use tram::conn::{Listener, TcpConfig};
+use tram::rpc::{RawMessage, Response, Server};
+
+const SLEEP: &str = "/test.Slow/Sleep";
+
+/// A server whose one method sleeps; counts handlers dropped unfinished.
+async fn start(dropped: Arc<AtomicUsize>) -> SocketAddr {
+    let server = Server::builder()
+        .unary(SLEEP, move |req: tram::rpc::Request<RawMessage>| {
+            let dropped = dropped.clone();
+            async move {
+                struct Guard(Arc<AtomicUsize>, bool);
+                impl Drop for Guard {
+                    fn drop(&mut self) {
+                        if !self.1 {
+                            self.0.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+                let mut g = Guard(dropped, false);
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                g.1 = true;
+                Ok(Response::new(req.into_inner()))
+            }
+        })
+        .build();
+    let server = tram_grpc::with_gateway(server);
+    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(server.serve_listener(listener, std::future::pending()));
+    addr
+}
+
+async fn h2(addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    client.ready().await.unwrap()
+}
+
+fn grpc_request(path: &str, headers: &[(&str, &str)]) -> Request<()> {
+    let mut r = Request::builder()
+        .method("POST")
+        .uri(format!("http://localhost{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    r.body(()).unwrap()
+}
+
+fn one_message(body: &[u8]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_u8(0);
+    b.put_u32(body.len() as u32);
+    b.put_slice(body);
+    b.freeze()
+}
+
+/// Sends `req` with `body`, returns the response headers (for a
+/// trailers-only response, they hold the status).
+async fn call(addr: SocketAddr, req: Request<()>, body: Bytes) -> (http::StatusCode, HeaderMap) {
+    let mut client = h2(addr).await;
+    let (resp, mut send) = client.send_request(req, false).unwrap();
+    send.send_data(body, true).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(5), resp)
+        .await
+        .unwrap()
+        .unwrap();
+    (resp.status(), resp.headers().clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_http_and_grpc_errors() {
+    let addr = start(Arc::default()).await;
+    // Not gRPC at all.
+    let req = Request::builder()
+        .method("POST")
+        .uri(format!("http://localhost{SLEEP}"))
+        .header("content-type", "text/plain")
+        .body(())
+        .unwrap();
+    let (status, _) = call(addr, req, Bytes::new()).await;
+    assert_eq!(status, http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // An encoding the gateway does not speak: UNIMPLEMENTED, trailers-only,
+    // with what it does accept.
+    let req = grpc_request(SLEEP, &[("grpc-encoding", "br")]);
+    let (status, h) = call(addr, req, one_message(b"")).await;
+    assert_eq!(status, http::StatusCode::OK);
+    assert_eq!(h["grpc-status"], "12");
+    assert!(h["grpc-accept-encoding"].to_str().unwrap().contains("gzip"));
+    // An unknown method: UNIMPLEMENTED, trailers-only.
+    let req = grpc_request(
+        "/no.Such/Method",
+        &[("content-type", "application/grpc+proto")],
+    );
+    let (_, h) = call(addr, req, one_message(b"")).await;
+    assert_eq!(h["grpc-status"], "12");
+    // A deadline the handler cannot meet: DEADLINE_EXCEEDED from tram.
+    let req = grpc_request(SLEEP, &[("grpc-timeout", "50m")]);
+    let mut client = h2(addr).await;
+    let (resp, mut send) = client.send_request(req, false).unwrap();
+    send.send_data(one_message(b""), true).unwrap();
+    let resp = resp.await.unwrap();
+    let status = match resp.headers().get("grpc-status") {
+        Some(s) => s.clone(),
+        None => {
+            let mut body = resp.into_body();
+            while body.data().await.is_some() {}
+            body.trailers().await.unwrap().unwrap()["grpc-status"].clone()
+        }
+    };
+    assert_eq!(status, "4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rst_stream_cancels_the_handler() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let addr = start(dropped.clone()).await;
+    let mut client = h2(addr).await;
+    let (_resp, mut send) = client
+        .send_request(grpc_request(SLEEP, &[]), false)
+        .unwrap();
+    send.send_data(one_message(b"x"), true).unwrap();
+    // Let the call reach the handler, then reset the stream.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(dropped.load(Ordering::SeqCst), 0);
+    send.send_reset(h2::Reason::CANCEL);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while dropped.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the handler is dropped after RST_STREAM");
+}
