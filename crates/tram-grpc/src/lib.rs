@@ -38,6 +38,10 @@
 //! v1alpha) and health checking, as tram services: grpcurl-style tools list
 //! and call services without the `.proto` files.
 //!
+//! Under TLS (tram's `tls` feature), a client that negotiates ALPN `h2`
+//! reaches the gateway; give the server's rustls config
+//! `alpn_protocols = [b"h2", ...]` for that. Other TLS clients speak tram.
+//!
 //! Responses are gzip-compressed when the client accepts gzip and
 //! [`GatewayConfig::compress_responses`] is on. tram has no response
 //! headers other than the status trailers, so custom initial (leading)
@@ -57,10 +61,9 @@ use h2::RecvStream;
 use h2::server::SendResponse;
 use http::{HeaderMap, HeaderValue, Request as HttpRequest, Response as HttpResponse, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tram::rpc::{
-    Channel, ChannelConfig, Kind, OtherProtocol, RawMessage, Request, ResponseStream, Server,
-    Status,
+    Channel, ChannelConfig, Kind, OtherIo, OtherProtocol, RawMessage, Request, ResponseStream,
+    Server, Status,
 };
 
 pub use wire::decode_message;
@@ -179,13 +182,9 @@ impl Gateway {
 }
 
 impl OtherProtocol for Gateway {
-    fn serve(
-        &self,
-        stream: TcpStream,
-        peer: SocketAddr,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    fn serve(&self, io: OtherIo, peer: SocketAddr) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         let gateway = self.clone();
-        Box::pin(async move { gateway.serve_h2(stream, peer).await })
+        Box::pin(async move { gateway.serve_h2(io, peer).await })
     }
 }
 

@@ -30,7 +30,10 @@ pub use client::{Channel, ChannelConfig, RequestSink, ResponseStream};
 pub use intercept::{CallInfo, ClientInterceptor, ServerInterceptor};
 pub use message::RawMessage;
 pub use message::{IntoRequest, Request, Response};
-pub use server::{Keepalive, Kind, OtherProtocol, Server, ServerBuilder, ServerConfig, Service};
+pub use server::{
+    Keepalive, Kind, OtherIo, OtherProtocol, ReadWrite, Server, ServerBuilder, ServerConfig,
+    Service,
+};
 pub use status::Status;
 pub use stream::Streaming;
 pub use tram_wire::{Code, Metadata, metadata::MetadataBuilder};

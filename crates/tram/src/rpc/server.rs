@@ -253,18 +253,27 @@ pub struct Server {
     other: Option<Arc<dyn OtherProtocol>>,
 }
 
-/// Serves connections on a tram server's port that open with something
-/// other than tram's preface: how the gRPC gateway (`tram-grpc`) shares
-/// the port. The server reads nothing from such a connection before
-/// handing it over (it only peeks at the first byte).
+/// Serves connections on a tram server's port that speak another protocol:
+/// how the gRPC gateway (`tram-grpc`) shares the port. A plain connection
+/// is handed over when its first byte is not tram's (the server only
+/// peeks at it); under TLS, when the client negotiated ALPN `h2`.
 pub trait OtherProtocol: Send + Sync + 'static {
-    /// Serves `stream`, from `peer`, until it closes.
+    /// Serves `io`, from `peer`, until it closes.
     fn serve(
         &self,
-        stream: TcpStream,
+        io: OtherIo,
         peer: SocketAddr,
     ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 }
+
+/// A connection handed to an [`OtherProtocol`]: TCP, or TLS after the
+/// handshake.
+pub type OtherIo = Box<dyn ReadWrite>;
+
+/// `AsyncRead + AsyncWrite`, as one object.
+pub trait ReadWrite: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> ReadWrite for T {}
 
 impl Server {
     /// The kind of the method at `path` (`/package.Service/Method`), if
@@ -693,13 +702,13 @@ impl Server {
                         let (routes, config, stop) = (self.routes.clone(), self.config.clone(), stop_rx.clone());
                         let other = self.other.clone();
                         conns.spawn(async move {
-                            if let Some(other) = other {
+                            if let Some(other) = &other {
                                 if !opens_with_tram(&stream, config.handshake_timeout).await {
-                                    other.serve(stream, peer).await;
+                                    other.serve(Box::new(stream), peer).await;
                                     return;
                                 }
                             }
-                            if let Err(e) = serve_connection(stream, peer, routes, config, stop).await {
+                            if let Err(e) = serve_connection(stream, peer, routes, config, stop, other).await {
                                 tracing::debug!(%peer, error = %e, "connection closed");
                             }
                         });
@@ -795,24 +804,36 @@ fn violation(msg: impl Into<String>) -> Violation {
 
 /// The connection's halves: plain TCP, or TLS after its handshake (with
 /// the client's certificate chain, if it sent one).
+/// What a new connection turned out to be.
+enum Opened {
+    Tram(super::BoxRead, super::BoxWrite, Option<Vec<Bytes>>),
+    /// TLS whose client chose ALPN `h2`: for the other protocol.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    Other(OtherIo),
+}
+
 async fn open_transport(
     stream: TcpStream,
     config: &ServerConfig,
-) -> io::Result<(super::BoxRead, super::BoxWrite, Option<Vec<Bytes>>)> {
+    other: bool,
+) -> io::Result<Opened> {
     #[cfg(feature = "tls")]
     if let Some(tls) = &config.tls {
         let handshake = crate::tls::accept(tls.clone(), stream);
         let tls = tokio::time::timeout(config.handshake_timeout, handshake)
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timeout"))??;
+        if other && tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+            return Ok(Opened::Other(Box::new(tls)));
+        }
         let certs = crate::tls::peer_certificates(&tls);
         let (read, write) = tokio::io::split(tls);
-        return Ok((Box::new(read), Box::new(write), certs));
+        return Ok(Opened::Tram(Box::new(read), Box::new(write), certs));
     }
     #[cfg(not(feature = "tls"))]
-    let _ = config;
+    let _ = (config, other);
     let (read, write) = stream.into_split();
-    Ok((Box::new(read), Box::new(write), None))
+    Ok(Opened::Tram(Box::new(read), Box::new(write), None))
 }
 
 async fn serve_connection(
@@ -821,14 +842,22 @@ async fn serve_connection(
     routes: Arc<HashMap<String, Route>>,
     config: Arc<ServerConfig>,
     stop: watch::Receiver<bool>,
+    other: Option<Arc<dyn OtherProtocol>>,
 ) -> Result<(), conn::Error> {
-    let (read, write, peer_certificates) = match open_transport(stream, &config).await {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::info!(%peer, error = %e, "closing connection: handshake failed");
-            return Ok(());
-        }
-    };
+    let (read, write, peer_certificates) =
+        match open_transport(stream, &config, other.is_some()).await {
+            Ok(Opened::Tram(read, write, certs)) => (read, write, certs),
+            Ok(Opened::Other(io)) => {
+                if let Some(other) = other {
+                    other.serve(io, peer).await;
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::info!(%peer, error = %e, "closing connection: handshake failed");
+                return Ok(());
+            }
+        };
     let transport = Transport {
         read,
         write,
