@@ -132,8 +132,20 @@ impl<E> Sender<E> {
     where
         E: Encoder<T>,
     {
+        self.send_hinted(item, true).await
+    }
+
+    /// [`Sender::send`], or with `inline` false never written inline: then
+    /// the writer task writes it after letting every task that is runnable
+    /// now queue its own messages, so that a burst of senders (callers woken
+    /// by one read, say) shares one `write`, for one task wake-up per batch
+    /// instead of one system call per message.
+    pub(crate) async fn send_hinted<T>(&self, item: T, inline: bool) -> Result<(), Error>
+    where
+        E: Encoder<T>,
+    {
         // Fast path: room in the queue, no waiter registration at all.
-        let mut item = match self.try_send(item) {
+        let mut item = match self.try_push(item, inline) {
             Ok(()) => return Ok(()),
             Err(TrySendError::Full(back)) => back,
             Err(TrySendError::Closed(_)) => return Err(Error::closed()),
@@ -145,7 +157,7 @@ impl<E> Sender<E> {
             let progress = self.shared.progress.notified();
             tokio::pin!(progress);
             progress.as_mut().enable();
-            match self.try_send(item) {
+            match self.try_push(item, inline) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Full(back)) => item = back,
                 Err(TrySendError::Closed(_)) => return Err(Error::closed()),
@@ -167,31 +179,6 @@ impl<E> Sender<E> {
         E: Encoder<T>,
     {
         self.try_push(item, true)
-    }
-
-    /// Queues `item` without ever writing it inline, waiting while the
-    /// queue is at its byte limit: the writer task writes it after letting
-    /// every task that is runnable now queue its own messages, so that a
-    /// burst of senders (callers woken by one read, say) shares one
-    /// `write`. Costs one task wake-up per batch instead of one system
-    /// call per message.
-    pub(crate) async fn send_batched<T>(&self, item: T) -> Result<(), Error>
-    where
-        E: Encoder<T>,
-    {
-        let mut item = item;
-        loop {
-            let progress = self.shared.progress.notified();
-            tokio::pin!(progress);
-            progress.as_mut().enable();
-            match self.try_push(item, false) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Full(back)) => item = back,
-                Err(TrySendError::Closed(_)) => return Err(Error::closed()),
-                Err(TrySendError::Encode(e)) => return Err(e),
-            }
-            progress.await;
-        }
     }
 
     fn try_push<T>(&self, item: T, inline: bool) -> Result<(), TrySendError<T>>

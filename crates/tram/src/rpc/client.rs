@@ -279,8 +279,9 @@ impl Channel {
         let mut call = conn
             .open(path, Some(msg), metadata, timeout, true, None)
             .await?;
-        let (body, trailers) = std::future::poll_fn(|cx| conn.poll_unary(call.id, cx)).await?;
-        call.done = true;
+        let outcome = std::future::poll_fn(|cx| conn.poll_unary(call.id, cx)).await;
+        (call.done, call.freed) = (true, true);
+        let (body, trailers) = outcome?;
         let resp = Resp::decode(body)
             .map_err(|e| Status::internal(format!("response does not decode: {e}")))?;
         Ok(Response::new(resp).with_trailers(trailers))
@@ -336,7 +337,7 @@ impl Channel {
                 match conn.poll_unary(call.id, cx) {
                     Poll::Pending => pending = true,
                     Poll::Ready(outcome) => {
-                        call.done = true;
+                        (call.done, call.freed) = (true, true);
                         *slot = Some(outcome.and_then(|(body, trailers)| {
                             Resp::decode(body)
                                 .map(|m| Response::new(m).with_trailers(trailers))
@@ -479,17 +480,22 @@ impl Channel {
         if let Some((0, c)) = best {
             return Ok(c);
         }
+        // Connecting is rare and its future large (TCP, TLS): boxed, so
+        // that every call's future does not carry its state.
         for &i in &empty {
             if let Ok(backoff) = inner.slots[i].connecting.try_lock() {
-                return self.connect_slot(i, backoff).await;
+                return Box::pin(self.connect_slot(i, backoff)).await;
             }
         }
         match (best, empty.first()) {
             (Some((_, c)), _) => Ok(c),
             // Every empty slot is being connected by someone: wait for one.
             (None, Some(&i)) => {
-                let backoff = inner.slots[i].connecting.lock().await;
-                self.connect_slot(i, backoff).await
+                Box::pin(async {
+                    let backoff = inner.slots[i].connecting.lock().await;
+                    self.connect_slot(i, backoff).await
+                })
+                .await
             }
             (None, None) => Err(Status::unavailable("no connection")),
         }
@@ -747,6 +753,7 @@ impl ClientConn {
             id,
             sent: false,
             done: false,
+            freed: false,
             cancel_code: Cell::new(Code::Cancelled),
         };
         let head = Call {
@@ -757,13 +764,7 @@ impl ClientConn {
             metadata: (!metadata.is_empty()).then_some(metadata),
             message: None,
         };
-        let open = Open { path, head, msg };
-        let sent = if alone {
-            self.out.send(open).await
-        } else {
-            self.out.send_batched(open).await
-        };
-        match sent {
+        match self.out.send_hinted(Open { path, head, msg }, alone).await {
             Ok(()) => {
                 handle.sent = true;
                 Ok(handle)
@@ -783,6 +784,8 @@ impl ClientConn {
             .unwrap_or_else(|| Status::unavailable("connection closed"))
     }
 
+    /// Polls a unary call; when it returns `Ready` the call's entry is
+    /// gone (set [`CallHandle::freed`]).
     fn poll_unary(
         &self,
         id: CallId,
@@ -795,13 +798,21 @@ impl ClientConn {
         let State::Unary { body, end, waker } = &mut entry.state else {
             return Poll::Ready(Err(Status::internal("not a unary call")));
         };
+        // Once the call has ended, its entry goes under this same lock (the
+        // caller marks its handle freed, so dropping it takes no lock).
         match end.take() {
-            Some(Ok(trailers)) => Poll::Ready(
-                body.take()
+            Some(Ok(trailers)) => {
+                let outcome = body
+                    .take()
                     .map(|b| (b, trailers))
-                    .ok_or_else(|| Status::internal("call ended without a response message")),
-            ),
-            Some(Err(s)) => Poll::Ready(Err(s)),
+                    .ok_or_else(|| Status::internal("call ended without a response message"));
+                self.free(&mut calls, id);
+                Poll::Ready(outcome)
+            }
+            Some(Err(s)) => {
+                self.free(&mut calls, id);
+                Poll::Ready(Err(s))
+            }
             None => {
                 if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                     *waker = Some(cx.waker().clone());
@@ -1125,11 +1136,16 @@ struct CallHandle {
     id: CallId,
     sent: bool,
     done: bool,
+    /// The entry is already gone (a unary call that completed).
+    freed: bool,
     cancel_code: Cell<Code>,
 }
 
 impl Drop for CallHandle {
     fn drop(&mut self) {
+        if self.freed {
+            return;
+        }
         let code = if self.done {
             Code::Ok
         } else {
