@@ -38,7 +38,7 @@ const OWN_DESCRIPTORS: &[u8] = tram::include_file_descriptor_set!();
 
 /// What reflection answers from: files by name, the files that define each
 /// symbol, and the services.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Index {
     files: HashMap<String, (Bytes, Vec<String>)>,
     symbols: HashMap<String, String>,
@@ -147,6 +147,16 @@ impl Reflection {
         Ok(Reflection {
             index: Arc::new(index),
         })
+    }
+
+    /// Lists only the services for which `served` says a method path
+    /// (`/package.Service/Method`) is served; their descriptors stay
+    /// available (other services' files may import them).
+    fn only_served(mut self, served: impl Fn(&str) -> bool) -> Reflection {
+        let mut index = (*self.index).clone();
+        index.services.retain(|s| served(&format!("/{s}/")));
+        self.index = Arc::new(index);
+        self
     }
 
     /// The services reflection lists.
@@ -346,7 +356,9 @@ impl pb::health::health_server::Health for Health {
 
 /// Adds reflection (v1 and v1alpha, over `descriptor_sets` and the standard
 /// services' own) and health checking to `builder`; returns the handle
-/// that sets health.
+/// that sets health. Add your services to `builder` first: reflection
+/// lists the services `builder` serves (with the standard ones), and health
+/// reports each as serving.
 ///
 /// # Errors
 ///
@@ -355,7 +367,11 @@ pub fn add_standard_services(
     builder: ServerBuilder,
     descriptor_sets: &[&[u8]],
 ) -> Result<(ServerBuilder, HealthReporter), prost::DecodeError> {
-    let reflection = Reflection::new(descriptor_sets)?;
+    let served: Vec<String> = builder.method_paths().map(str::to_owned).collect();
+    let own = ["/grpc.health.v1.Health/", "/grpc.reflection."];
+    let reflection = Reflection::new(descriptor_sets)?.only_served(|prefix| {
+        own.iter().any(|o| prefix.starts_with(o)) || served.iter().any(|p| p.starts_with(prefix))
+    });
     let reporter = HealthReporter::new();
     for s in reflection.services() {
         reporter.set_serving(s);

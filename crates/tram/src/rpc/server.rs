@@ -638,6 +638,11 @@ impl ServerBuilder {
         self
     }
 
+    /// Every method path registered so far.
+    pub fn method_paths(&self) -> impl Iterator<Item = &str> {
+        self.routes.keys().map(String::as_str)
+    }
+
     /// Finishes the server.
     pub fn build(self) -> Server {
         Server {
