@@ -35,20 +35,7 @@ fn echo(id: u64) -> Echo {
 /// Starts `server` on an ephemeral port; returns its address and a handle
 /// that stops it (gracefully) when dropped or sent to.
 async fn start(server: Server) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        server
-            .serve_listener(listener, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    (addr, stop, task)
+    support::serve(server).await
 }
 
 /// A stream over an mpsc receiver (what handlers commonly return).

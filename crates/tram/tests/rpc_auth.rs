@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 
 use support::within;
 use tokio::sync::oneshot;
-use tram::conn::{Listener, TcpConfig};
 use tram::rpc::{
     CallInfo, Channel, ChannelConfig, ClientInterceptor, Code, Metadata, Request, Response, Server,
     Status,
@@ -59,19 +58,7 @@ async fn start() -> (SocketAddr, oneshot::Sender<()>) {
             Ok(Response::new(req.into_inner()))
         })
         .build();
-    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        server
-            .serve_listener(listener, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
+    let (addr, stop, _task) = support::serve(server).await;
     (addr, stop)
 }
 

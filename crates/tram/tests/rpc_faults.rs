@@ -17,7 +17,6 @@ use support::within;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
-use tram::conn::{Listener, TcpConfig};
 use tram::rpc::{
     Channel, ChannelConfig, Code, Keepalive, Request, Response, Server, ServerBuilder,
 };
@@ -62,19 +61,7 @@ fn service(dropped: Arc<Dropped>) -> ServerBuilder {
 }
 
 async fn start(server: Server) -> (SocketAddr, oneshot::Sender<()>) {
-    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        server
-            .serve_listener(listener, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
+    let (addr, stop, _task) = support::serve(server).await;
     (addr, stop)
 }
 

@@ -23,7 +23,6 @@ use parking_lot::Mutex;
 use support::within;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
-use tram::conn::{Listener, TcpConfig};
 use tram::rpc::{Channel, Code, Request, Response, Server, Status};
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -72,20 +71,7 @@ async fn start_server() -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHa
             Ok(Response::new(req.into_inner()))
         })
         .build();
-    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        server
-            .serve_listener(listener, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    (addr, stop, task)
+    support::serve(server).await
 }
 
 /// A proxy in front of the server that resets a random live connection

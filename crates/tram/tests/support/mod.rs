@@ -65,3 +65,28 @@ pub async fn within<T>(secs: u64, what: &str, fut: impl Future<Output = T>) -> T
         .await
         .unwrap_or_else(|_| panic!("timed out: {what}"))
 }
+
+/// Runs `server` on an ephemeral loopback port; returns its address, a
+/// sender that stops it gracefully (when sent to or dropped), and its task.
+pub async fn serve(
+    server: tram::rpc::Server,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        server
+            .serve_listener(listener, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("server runs");
+    });
+    (addr, stop, task)
+}
