@@ -13,10 +13,12 @@
 //!
 //! # How a gRPC call reaches a handler
 //!
-//! Each HTTP/2 connection gets one in-memory tram connection to the server
-//! ([`Server::serve_connection`]); each HTTP/2 stream becomes one tram call
-//! on it, so handlers, interceptors, limits, deadlines and cancellation
-//! are the tram server's own, and nothing is written twice per service.
+//! A unary call runs its tram handler in the gateway's task for that
+//! stream ([`Server::call_unary_local`]); each streaming call becomes one
+//! tram call on an in-memory tram connection to the server, one per HTTP/2
+//! connection ([`Server::serve_connection`]). Either way handlers,
+//! interceptors, limits, deadlines and cancellation are the tram server's
+//! own, and nothing is written twice per service.
 //! The gateway maps:
 //!
 //! - `/package.Service/Method` to the tram method of that path, and the
@@ -175,6 +177,7 @@ impl Gateway {
                 server: self.server.clone(),
                 channel: channel.clone(),
                 config: self.config.clone(),
+                peer,
             };
             tokio::spawn(call.run(request, respond));
         }
@@ -191,8 +194,11 @@ impl OtherProtocol for Gateway {
 /// One gRPC call's context.
 struct Call {
     server: Server,
+    /// Streaming calls go over this in-memory tram connection (opened on
+    /// the first one); unary calls run in the call's own task.
     channel: Channel,
     config: Arc<GatewayConfig>,
+    peer: SocketAddr,
 }
 
 /// What the request headers said.
@@ -292,9 +298,11 @@ impl Call {
                     Ok(m) => m,
                     Err(s) => return out.finish(&s).await,
                 };
+                // The fast path: the handler runs right here, with no
+                // connection and no task hand-off in between.
                 let call = self
-                    .channel
-                    .unary::<_, RawMessage>(&head.path, request(msg));
+                    .server
+                    .call_unary_local(&head.path, request(msg), self.peer);
                 let Some(answer) = out.or_reset(call).await else {
                     return;
                 };

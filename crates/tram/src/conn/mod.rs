@@ -43,6 +43,7 @@ pub use codec::{ProstCodec, ProstError};
 pub use error::{Error, ErrorKind, TrySendError};
 pub use inbound::{Batch, Inbound};
 pub use net::{Listener, TcpConfig, connect};
+pub(crate) use outbound::channel as outbound_channel;
 pub use outbound::{Cork, FlushPolicy, Sender};
 
 /// Buffer sizes, bounds and the flush policy of a connection.

@@ -287,6 +287,82 @@ impl Server {
         self.routes.keys().map(String::as_str)
     }
 
+    /// Runs one unary call to the method at `path` in the calling task,
+    /// without a connection: the server's interceptor and metadata limit
+    /// apply, then the handler runs under the request's deadline. For
+    /// gateways that translate another protocol's unary calls (the gRPC
+    /// gateway's fast path); the message is passed through undecoded.
+    ///
+    /// # Errors
+    ///
+    /// `UNIMPLEMENTED` if `path` is not a unary method here, the
+    /// interceptor's or the handler's status.
+    pub async fn call_unary_local(
+        &self,
+        path: &str,
+        request: Request<super::RawMessage>,
+        peer: SocketAddr,
+    ) -> Result<Response<super::RawMessage>, Status> {
+        let route = self
+            .routes
+            .get(path)
+            .filter(|r| r.kind == Kind::Unary)
+            .ok_or_else(|| Status::unimplemented(format!("no unary method {path}")))?;
+        let deadline = request.timeout().map(|t| Instant::now() + t);
+        let (msg, metadata, _) = request.into_parts();
+        let settings = self.config.settings;
+        if metadata.encoded_len() > settings.max_metadata_size as usize {
+            return Err(Status::resource_exhausted("request metadata too large"));
+        }
+        if let Some(check) = &self.config.interceptor {
+            check.check(&CallInfo {
+                method: path,
+                metadata: &metadata,
+                peer,
+                peer_certificates: None,
+            })?;
+        }
+        // The handler answers into a buffer, as it would into a connection
+        // (always written inline: the writer future is never needed).
+        let captured = Arc::new(parking_lot::Mutex::new(bytes::BytesMut::new()));
+        let mut encoder = RpcEncoder::new();
+        encoder.set_peer(settings);
+        let (out, _writer) = conn::outbound_channel(
+            encoder,
+            Capture(captured.clone()),
+            self.config.conn.inline_writes(true),
+        );
+        let start = Start {
+            call: 1,
+            message: Some(msg.0),
+            metadata,
+            deadline,
+            out,
+            shared: None,
+        };
+        (route.handler)(start).await;
+        let mut bytes = std::mem::take(&mut *captured.lock());
+        let mut decoder = tram_wire::FrameDecoder::new(settings.max_frame_size);
+        let mut body = None;
+        loop {
+            match decoder.decode(&mut bytes) {
+                Ok(Some(Frame::Message(m))) if m.end_stream => {
+                    return Ok(Response::new(super::RawMessage(m.payload)));
+                }
+                Ok(Some(Frame::Message(m))) => body = Some(m.payload),
+                Ok(Some(Frame::End(end))) if end.code == Code::Ok => {
+                    let trailers = end.trailers.unwrap_or_default();
+                    let body = body.ok_or_else(|| Status::internal("no response message"))?;
+                    return Ok(Response::new(super::RawMessage(body)).with_trailers(trailers));
+                }
+                Ok(Some(Frame::End(end))) => return Err(Status::from_wire(end)),
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(Status::internal("the handler ended without an answer")),
+                Err(e) => return Err(Status::internal(format!("handler answer: {e}"))),
+            }
+        }
+    }
+
     /// Hands connections that do not start with tram's preface to
     /// `other` (by their first byte), instead of closing them.
     pub fn with_other_protocol(mut self, other: Arc<dyn OtherProtocol>) -> Server {
@@ -736,6 +812,28 @@ impl Server {
             conns.abort_all();
         }
         Ok(())
+    }
+}
+
+/// Collects what a [`Server::call_unary_local`] handler writes.
+struct Capture(Arc<parking_lot::Mutex<bytes::BytesMut>>);
+
+impl tokio::io::AsyncWrite for Capture {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.0.lock().extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
