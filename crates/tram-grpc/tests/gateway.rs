@@ -150,3 +150,32 @@ async fn rst_stream_cancels_the_handler() {
     .await
     .expect("the handler is dropped after RST_STREAM");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interceptors_guard_grpc_calls_too() {
+    let server = Server::builder()
+        .interceptor(|call| match call.metadata.get("authorization") {
+            Some(b"Bearer ok") => Ok(()),
+            _ => Err(tram::rpc::Status::unauthenticated("token required")),
+        })
+        .unary(SLEEP, |req: tram::rpc::Request<RawMessage>| async move {
+            Ok(Response::new(req.into_inner()))
+        })
+        .build();
+    let server = tram_grpc::with_gateway(server);
+    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(server.serve_listener(listener, std::future::pending()));
+    let (_, h) = call(addr, grpc_request(SLEEP, &[]), one_message(b"x")).await;
+    assert_eq!(h["grpc-status"], "16");
+    assert_eq!(
+        tram_grpc::decode_message(h["grpc-message"].to_str().unwrap()),
+        "token required"
+    );
+    let req = grpc_request(SLEEP, &[("authorization", "Bearer ok")]);
+    let (status, h) = call(addr, req, one_message(b"x")).await;
+    assert_eq!(status, http::StatusCode::OK);
+    assert!(h.get("grpc-status").is_none(), "not trailers-only: {h:?}");
+}
