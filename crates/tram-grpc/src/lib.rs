@@ -358,10 +358,12 @@ impl Call {
                     loop {
                         match body.message().await {
                             Ok(Some(m)) => {
-                                if sink.send(RawMessage(m)).await.is_err() {
-                                    // The call ended; its status comes
-                                    // with the responses.
-                                    return std::future::pending().await;
+                                if let Err(s) = sink.send(RawMessage(m)).await {
+                                    // The call ended (its status comes
+                                    // with the responses, and may win the
+                                    // race), or this message could not be
+                                    // sent: end the call with why.
+                                    return s;
                                 }
                             }
                             Ok(None) => {

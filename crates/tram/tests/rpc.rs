@@ -768,3 +768,29 @@ async fn closed_loop_past_the_default_concurrency_limit() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_first_message_waits_for_the_servers_settings() {
+    // Until the server's SETTINGS arrive, a client only knows the smallest
+    // frame limit (16 KiB); a fresh channel's first call must not be
+    // refused for being larger than that.
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    for i in 0..20u64 {
+        let ch = Channel::new(addr.to_string());
+        let payload = Bytes::from(vec![7u8; 200_000]);
+        let r: Response<Echo> = within(
+            10,
+            "a large first call",
+            ch.unary(
+                "/test.Echo/Say",
+                Request::new(Echo {
+                    id: i,
+                    payload: payload.clone(),
+                }),
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.get_ref().payload, payload);
+    }
+}

@@ -667,12 +667,22 @@ impl ClientConn {
             wait_for_capacity: cfg.wait_for_capacity,
             interceptor: cfg.interceptor.clone(),
         });
+        // The connection is ready once the server's SETTINGS are in: until
+        // then its limits (the largest frame above all) are unknown, and a
+        // large first message would be refused.
+        let (settled_tx, settled) = tokio::sync::oneshot::channel();
         let reader = conn.clone();
         let keepalive = cfg.keepalive;
         tokio::spawn(async move {
-            let why = reader.read_loop(&mut inbound, keepalive).await;
+            let why = reader.read_loop(&mut inbound, keepalive, settled_tx).await;
             reader.fail_all(why);
         });
+        settled.await.map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "closed before the server's SETTINGS arrived",
+            )
+        })?;
         Ok(conn)
     }
 
@@ -876,7 +886,9 @@ impl ClientConn {
         &self,
         inbound: &mut conn::Inbound<super::BoxRead, RpcDecoder>,
         keepalive: Option<super::Keepalive>,
+        settled_tx: tokio::sync::oneshot::Sender<()>,
     ) -> Status {
+        let mut settled_tx = Some(settled_tx);
         let mut settled = false;
         let mut wakers = Vec::new();
         // Keepalive: the timer is only looked at when it fires; frames just
@@ -930,6 +942,9 @@ impl ClientConn {
                 self.out.with_encoder(|e| e.set_peer(s));
                 self.capacity.notify_waiters();
                 settled = true;
+                if let Some(tx) = settled_tx.take() {
+                    let _ = tx.send(());
+                }
                 continue;
             }
             // Every frame this read brought in is handled under one lock;
