@@ -670,20 +670,31 @@ impl ClientConn {
         // The connection is ready once the server's SETTINGS are in: until
         // then its limits (the largest frame above all) are unknown, and a
         // large first message would be refused.
-        let (settled_tx, settled) = tokio::sync::oneshot::channel();
+        let (settled_tx, settled) = tokio::sync::oneshot::channel::<Result<(), Status>>();
         let reader = conn.clone();
         let keepalive = cfg.keepalive;
         tokio::spawn(async move {
-            let why = reader.read_loop(&mut inbound, keepalive, settled_tx).await;
+            let mut settled_tx = Some(settled_tx);
+            let why = reader
+                .read_loop(&mut inbound, keepalive, &mut settled_tx)
+                .await;
+            if let Some(tx) = settled_tx {
+                // Failed before the handshake finished: say why.
+                let _ = tx.send(Err(why.clone()));
+            }
             reader.fail_all(why);
         });
-        settled.await.map_err(|_| {
-            std::io::Error::new(
+        match settled.await {
+            Ok(Ok(())) => Ok(conn),
+            Ok(Err(why)) => Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                why.message().to_owned(),
+            )),
+            Err(_) => Err(std::io::Error::new(
                 std::io::ErrorKind::ConnectionAborted,
                 "closed before the server's SETTINGS arrived",
-            )
-        })?;
-        Ok(conn)
+            )),
+        }
     }
 
     fn usable(&self) -> bool {
@@ -886,9 +897,8 @@ impl ClientConn {
         &self,
         inbound: &mut conn::Inbound<super::BoxRead, RpcDecoder>,
         keepalive: Option<super::Keepalive>,
-        settled_tx: tokio::sync::oneshot::Sender<()>,
+        settled_tx: &mut Option<tokio::sync::oneshot::Sender<Result<(), Status>>>,
     ) -> Status {
-        let mut settled_tx = Some(settled_tx);
         let mut settled = false;
         let mut wakers = Vec::new();
         // Keepalive: the timer is only looked at when it fires; frames just
@@ -943,7 +953,7 @@ impl ClientConn {
                 self.capacity.notify_waiters();
                 settled = true;
                 if let Some(tx) = settled_tx.take() {
-                    let _ = tx.send(());
+                    let _ = tx.send(Ok(()));
                 }
                 continue;
             }
