@@ -335,6 +335,19 @@ async fn deadlines_fire_on_both_sides() {
     within(5, "server drops the handler", dropped_rx)
         .await
         .unwrap();
+    // Again on the connection now open (the first poll registers and sends
+    // the call, a timer runs beside it).
+    let err = within(
+        5,
+        "deadline on an open connection",
+        ch.unary::<_, Echo>(
+            "/test.Echo/Slow",
+            Request::new(echo(2)).with_timeout(Duration::from_millis(50)),
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

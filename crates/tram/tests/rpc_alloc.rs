@@ -73,6 +73,10 @@ async fn allocations_per_unary_call() {
             }),
         )
     };
+    println!(
+        "unary call future: {} bytes",
+        std::mem::size_of_val(&call(0))
+    );
     for id in 0..1000 {
         call(id).await.unwrap();
     }

@@ -6,6 +6,7 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use support::within;
 use tokio::sync::oneshot;
@@ -135,4 +136,52 @@ async fn client_interceptors_keep_the_callers_metadata_and_can_refuse() {
     // Invalid header values are refused when the interceptor is made.
     assert!(ClientInterceptor::header("Bad Key", "x").is_err());
     assert!(ClientInterceptor::header("ok", "line\nbreak").is_err());
+}
+
+/// A call that must wait for room (the server takes one call at a time)
+/// leaves the fast path after its metadata went through the interceptor:
+/// the interceptor still runs once per call, not once per attempt to open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_that_wait_for_room_are_intercepted_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let server = Server::builder()
+        .max_concurrent_calls(1)
+        .unary(SAY, |req: Request<Echo>| async move {
+            // Each call carries the interceptor's header exactly once.
+            let n = req
+                .metadata()
+                .iter()
+                .filter(|(k, _)| *k == "x-intercepted")
+                .count();
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            Ok(Response::new(Echo { id: n as u64 }))
+        })
+        .build();
+    let (addr, _stop, _task) = support::serve(server).await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let ch = Channel::with_config(
+        addr.to_string(),
+        ChannelConfig {
+            interceptor: Some(ClientInterceptor::new(move |_, md| {
+                counted.fetch_add(1, Ordering::Relaxed);
+                md.ascii("x-intercepted", "1")
+                    .map(|_| ())
+                    .map_err(|e| Status::internal(e.to_string()))
+            })),
+            ..ChannelConfig::default()
+        },
+    );
+    // Connect first, so that the calls below find the connection ready.
+    assert_eq!(call(&ch, SAY).await.unwrap(), 1);
+    let calls: Vec<_> = (0..16)
+        .map(|_| {
+            let ch = ch.clone();
+            tokio::spawn(async move { call(&ch, SAY).await })
+        })
+        .collect();
+    for c in calls {
+        assert_eq!(c.await.unwrap().unwrap(), 1);
+    }
+    assert_eq!(runs.load(Ordering::Relaxed), 17);
 }

@@ -181,7 +181,8 @@ impl<E> Sender<E> {
         self.try_push(item, true)
     }
 
-    fn try_push<T>(&self, item: T, inline: bool) -> Result<(), TrySendError<T>>
+    /// [`Sender::try_send`], with `inline` as in [`Sender::send_hinted`].
+    pub(crate) fn try_push<T>(&self, item: T, inline: bool) -> Result<(), TrySendError<T>>
     where
         E: Encoder<T>,
     {

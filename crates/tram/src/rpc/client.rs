@@ -220,7 +220,91 @@ impl Channel {
     /// # Cancel safety
     ///
     /// Dropping the future cancels the call on the server.
-    pub async fn unary<Req, Resp>(
+    pub fn unary<'a, Req, Resp>(
+        &'a self,
+        path: &'a str,
+        request: Request<Req>,
+    ) -> UnaryCall<'a, Req, Resp>
+    where
+        Req: prost::Message + 'a,
+        Resp: prost::Message + Default + 'a,
+    {
+        UnaryCall {
+            channel: self,
+            path,
+            state: UnaryState::Start(request),
+        }
+    }
+
+    /// The first poll of a unary call: on a connected channel with room,
+    /// registers the call (with the caller's waker) and queues its CALL
+    /// frame without awaiting anything. Anything else (connecting, waiting
+    /// for capacity or queue room, retries) goes to the general path.
+    fn start_unary<'a, Req, Resp>(
+        &'a self,
+        path: &'a str,
+        request: Request<Req>,
+        waker: &Waker,
+    ) -> UnaryState<'a, Req, Resp>
+    where
+        Req: prost::Message + 'a,
+        Resp: prost::Message + Default + 'a,
+    {
+        let retry = request.is_idempotent() && self.inner.config.retries > 0;
+        let conn = match self.ready_connection() {
+            Some(conn) if !retry => conn,
+            _ => return UnaryState::Slow(Box::pin(self.unary_slow(path, request))),
+        };
+        let (msg, metadata, timeout) = request.into_parts();
+        // The deadline runs from here, before anything is sent.
+        let deadline = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
+        match conn.try_open_unary(path, &msg, metadata, timeout, waker) {
+            Ok(call) => UnaryState::Waiting {
+                call,
+                deadline,
+                first: true,
+            },
+            Err(Opened::Failed(status)) => UnaryState::Slow(Box::pin(async move { Err(status) })),
+            Err(Opened::Later(metadata)) => {
+                let attempt = async move {
+                    let once = self.unary_once(path, &msg, metadata, timeout, true);
+                    with_timeout(timeout, once).await
+                };
+                UnaryState::Slow(Box::pin(attempt))
+            }
+        }
+    }
+
+    /// A connection to use now, without waiting: the least loaded, or an
+    /// idle one. `None` while a slot is still to be connected (the general
+    /// path connects it).
+    fn ready_connection(&self) -> Option<Arc<ClientConn>> {
+        let slots = &self.inner.slots;
+        if let [slot] = slots.as_slice() {
+            return slot.conn.read().as_ref().filter(|c| c.usable()).cloned();
+        }
+        let mut best: Option<(usize, Arc<ClientConn>)> = None;
+        let mut empty = false;
+        for slot in slots {
+            match slot.conn.read().as_ref() {
+                Some(c) if c.usable() => {
+                    let load = c.in_flight.load(Ordering::Relaxed);
+                    if load == 0 {
+                        return Some(c.clone());
+                    }
+                    if best.as_ref().is_none_or(|(l, _)| load < *l) {
+                        best = Some((load, c.clone()));
+                    }
+                }
+                _ => empty = true,
+            }
+        }
+        if empty { None } else { best.map(|(_, c)| c) }
+    }
+
+    /// A unary call on the general path: waits for a connection and for
+    /// room, and retries idempotent calls.
+    async fn unary_slow<Req, Resp>(
         &self,
         path: &str,
         request: Request<Req>,
@@ -236,9 +320,8 @@ impl Channel {
         let mut attempt = 0;
         loop {
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let outcome =
-                with_timeout(left, self.unary_once(path, &msg, metadata.clone(), left)).await;
-            match outcome {
+            let once = self.unary_once(path, &msg, metadata.clone(), left, false);
+            match with_timeout(left, once).await {
                 Err(s)
                     if idempotent
                         && attempt < cfg.retries
@@ -264,27 +347,32 @@ impl Channel {
         }
     }
 
+    /// One attempt; `intercepted`: the metadata has been through the
+    /// client interceptor already.
     async fn unary_once<Req, Resp>(
         &self,
         path: &str,
         msg: &Req,
         metadata: Metadata,
         timeout: Option<Duration>,
+        intercepted: bool,
     ) -> Result<Response<Resp>, Status>
     where
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
         let conn = self.connection().await?;
+        let metadata = if intercepted {
+            metadata
+        } else {
+            conn.intercept(path, metadata)?
+        };
         let mut call = conn
-            .open(path, Some(msg), metadata, timeout, true, None)
+            .open_intercepted(path, Some(msg), metadata, timeout, true, None)
             .await?;
         let outcome = std::future::poll_fn(|cx| conn.poll_unary(call.id, cx)).await;
         (call.done, call.freed) = (true, true);
-        let (body, trailers) = outcome?;
-        let resp = Resp::decode(body)
-            .map_err(|e| Status::internal(format!("response does not decode: {e}")))?;
-        Ok(Response::new(resp).with_trailers(trailers))
+        decode_unary(outcome)
     }
 
     /// Many unary calls from one task, without a task per call: every
@@ -569,6 +657,122 @@ async fn with_timeout<T>(
     }
 }
 
+/// A unary call's outcome, decoded.
+fn decode_unary<Resp: prost::Message + Default>(
+    outcome: Result<(Bytes, Metadata), Status>,
+) -> Result<Response<Resp>, Status> {
+    let (body, trailers) = outcome?;
+    let resp = Resp::decode(body)
+        .map_err(|e| Status::internal(format!("response does not decode: {e}")))?;
+    Ok(Response::new(resp).with_trailers(trailers))
+}
+
+/// The future of [`Channel::unary`].
+///
+/// Written by hand rather than as an `async fn`, so that the common case
+/// (a connected channel with room) is one small state: the call is
+/// registered and queued on the first poll and completed on the next, with
+/// no nested futures to build and move. Everything else runs on the
+/// general path, boxed.
+#[must_use = "futures do nothing unless polled"]
+pub struct UnaryCall<'a, Req, Resp> {
+    channel: &'a Channel,
+    path: &'a str,
+    state: UnaryState<'a, Req, Resp>,
+}
+
+type BoxedCall<'a, Resp> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Response<Resp>, Status>> + Send + 'a>>;
+
+enum UnaryState<'a, Req, Resp> {
+    /// Not polled yet.
+    Start(Request<Req>),
+    /// Sent: waiting for the response, and for the deadline if any.
+    Waiting {
+        call: CallHandle,
+        deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+        /// Just sent: the waker is registered with the call already.
+        first: bool,
+    },
+    /// The general path.
+    Slow(BoxedCall<'a, Resp>),
+    Done,
+}
+
+// Nothing inside is pinned in place: the request is only ever moved, and
+// the futures are boxed.
+impl<Req, Resp> Unpin for UnaryCall<'_, Req, Resp> {}
+
+impl<'a, Req, Resp> Future for UnaryCall<'a, Req, Resp>
+where
+    Req: prost::Message + 'a,
+    Resp: prost::Message + Default + 'a,
+{
+    type Output = Result<Response<Resp>, Status>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                UnaryState::Start(_) => {
+                    let UnaryState::Start(request) =
+                        std::mem::replace(&mut this.state, UnaryState::Done)
+                    else {
+                        unreachable!("matched Start above")
+                    };
+                    this.state = this.channel.start_unary(this.path, request, cx.waker());
+                }
+                UnaryState::Waiting {
+                    call,
+                    deadline,
+                    first,
+                } => {
+                    if !std::mem::take(first) {
+                        if let Poll::Ready(outcome) = call.conn.poll_unary(call.id, cx) {
+                            (call.done, call.freed) = (true, true);
+                            this.state = UnaryState::Done;
+                            return Poll::Ready(decode_unary(outcome));
+                        }
+                    }
+                    if let Some(sleep) = deadline {
+                        if sleep.as_mut().poll(cx).is_ready() {
+                            // Dropping the handle cancels the call.
+                            this.state = UnaryState::Done;
+                            return Poll::Ready(Err(Status::deadline_exceeded(
+                                "deadline exceeded",
+                            )));
+                        }
+                    }
+                    return Poll::Pending;
+                }
+                UnaryState::Slow(fut) => {
+                    let outcome = std::task::ready!(fut.as_mut().poll(cx));
+                    this.state = UnaryState::Done;
+                    return Poll::Ready(outcome);
+                }
+                UnaryState::Done => panic!("UnaryCall polled after completion"),
+            }
+        }
+    }
+}
+
+impl<Req, Resp> std::fmt::Debug for UnaryCall<'_, Req, Resp> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnaryCall")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`ClientConn::try_open_unary`] did not open the call.
+enum Opened {
+    /// The call fails with this.
+    Failed(Status),
+    /// It must wait (for capacity, or queue room): take the general path,
+    /// with the metadata as intercepted.
+    Later(Metadata),
+}
+
 /// One connection's client side.
 pub(crate) struct ClientConn {
     out: Sender<RpcEncoder>,
@@ -711,6 +915,14 @@ impl ClientConn {
         CallShared::new(self.window, peer.initial_credit)
     }
 
+    /// The call's metadata, through the client interceptor if any.
+    fn intercept(&self, path: &str, metadata: Metadata) -> Result<Metadata, Status> {
+        match &self.interceptor {
+            Some(i) => i.apply(path, metadata),
+            None => Ok(metadata),
+        }
+    }
+
     /// Registers a call and sends its CALL frame.
     async fn open<M: prost::Message>(
         self: &Arc<Self>,
@@ -721,10 +933,21 @@ impl ClientConn {
         end_stream: bool,
         shared: Option<Arc<CallShared>>,
     ) -> Result<CallHandle, Status> {
-        let metadata = match &self.interceptor {
-            Some(i) => i.apply(path, metadata)?,
-            None => metadata,
-        };
+        let metadata = self.intercept(path, metadata)?;
+        self.open_intercepted(path, msg, metadata, timeout, end_stream, shared)
+            .await
+    }
+
+    /// [`ClientConn::open`], the metadata intercepted already.
+    async fn open_intercepted<M: prost::Message>(
+        self: &Arc<Self>,
+        path: &str,
+        msg: Option<&M>,
+        metadata: Metadata,
+        timeout: Option<Duration>,
+        end_stream: bool,
+        shared: Option<Arc<CallShared>>,
+    ) -> Result<CallHandle, Status> {
         // The first check registers nothing; only after finding no room is a
         // wake-up registered, and the check repeated before waiting, so that
         // a slot freed (notify_one: a stored permit) or the connection
@@ -794,6 +1017,79 @@ impl ClientConn {
                 Err(Status::resource_exhausted(format!("request not sent: {e}")))
             }
             Err(_) => Err(self.broken_status()),
+        }
+    }
+
+    /// Opens a unary call without waiting: registers it with `waker` and
+    /// queues its CALL frame, or says why not.
+    fn try_open_unary<M: prost::Message>(
+        self: &Arc<Self>,
+        path: &str,
+        msg: &M,
+        metadata: Metadata,
+        timeout: Option<Duration>,
+        waker: &Waker,
+    ) -> Result<CallHandle, Opened> {
+        let metadata = self.intercept(path, metadata).map_err(Opened::Failed)?;
+        let id = {
+            let mut calls = self.calls.lock();
+            if let Some(s) = &calls.broken {
+                return Err(Opened::Failed(s.clone()));
+            }
+            if calls.slab.len() >= calls.peer.max_concurrent_calls as usize {
+                return Err(Opened::Later(metadata));
+            }
+            calls.slab.insert(Entry {
+                state: State::Unary {
+                    body: None,
+                    end: None,
+                    waker: Some(waker.clone()),
+                },
+                client_open: false,
+                server_done: false,
+                abandoned: false,
+            }) as CallId
+        };
+        // As in `open_intercepted`: a lone call is written inline, one among
+        // others is queued for the writer task's next batch.
+        let alone = self.in_flight.fetch_add(1, Ordering::Relaxed) == 0;
+        let mut handle = CallHandle {
+            conn: self.clone(),
+            id,
+            sent: false,
+            done: false,
+            freed: false,
+            cancel_code: Cell::new(Code::Cancelled),
+        };
+        let head = Call {
+            call: id,
+            method: 0,
+            end_stream: true,
+            timeout_micros: timeout.map(|t| t.as_micros().min(u128::from(u64::MAX)) as u64),
+            metadata: (!metadata.is_empty()).then_some(metadata),
+            message: None,
+        };
+        let open = Open {
+            path,
+            head,
+            msg: Some(msg),
+        };
+        match self.out.try_push(open, alone) {
+            Ok(()) => {
+                handle.sent = true;
+                Ok(handle)
+            }
+            // Dropping the unsent handle frees the entry.
+            Err(conn::TrySendError::Full(open)) => {
+                Err(Opened::Later(open.head.metadata.unwrap_or_default()))
+            }
+            Err(conn::TrySendError::Encode(e)) => Err(Opened::Failed(Status::resource_exhausted(
+                format!("request not sent: {e}"),
+            ))),
+            Err(conn::TrySendError::Closed(_)) => {
+                drop(handle);
+                Err(Opened::Failed(self.broken_status()))
+            }
         }
     }
 

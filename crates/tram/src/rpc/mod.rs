@@ -26,7 +26,7 @@ mod server;
 mod status;
 mod stream;
 
-pub use client::{Channel, ChannelConfig, RequestSink, ResponseStream};
+pub use client::{Channel, ChannelConfig, RequestSink, ResponseStream, UnaryCall};
 pub use intercept::{CallInfo, ClientInterceptor, ServerInterceptor};
 pub use message::RawMessage;
 pub use message::{IntoRequest, Request, Response};
