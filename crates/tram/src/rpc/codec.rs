@@ -61,6 +61,40 @@ impl RpcEncoder {
     }
 }
 
+/// Frames up to this size are written through a plain slice.
+const SMALL_FRAME: usize = 1024;
+
+/// `put_small!(dst, max, |w| { ... })` appends at most `max` bytes to
+/// `dst` by writing to `w`, which must write no more than that (the caller sizes `max` from the frame's encoded length).
+///
+/// A small frame is written through a `&mut [u8]`, whose one-byte writes
+/// compile to stores: through `BytesMut`'s `BufMut`, every `put_u8` (each
+/// varint byte, each tag) is a call to `put_slice` and on to `memcpy`,
+/// which the profile of a unary echo showed as a tenth of the encoding
+/// side's time. The bytes past what was written are zeroed first and cut
+/// off after; for a frame this small that costs less than the calls saved.
+/// Larger frames are written straight into `dst`.
+macro_rules! put_small {
+    ($dst:expr, $max:expr, |$w:ident| $write:block) => {{
+        let (dst, max): (&mut BytesMut, usize) = ($dst, $max);
+        if max > SMALL_FRAME {
+            dst.reserve(max);
+            let $w = &mut *dst;
+            $write
+        } else {
+            let start = dst.len();
+            dst.resize(start + max, 0);
+            let mut slice: &mut [u8] = &mut dst[start..];
+            {
+                let $w = &mut slice;
+                $write
+            }
+            let used = max - slice.len();
+            dst.truncate(start + used);
+        }
+    }};
+}
+
 /// The preface and this side's SETTINGS: the first bytes on a connection.
 pub(crate) struct Hello(pub(crate) Settings);
 
@@ -97,9 +131,10 @@ impl<M: prost::Message> Encoder<Msg<'_, M>> for RpcEncoder {
     fn encode(&mut self, item: Msg<'_, M>, dst: &mut BytesMut) -> Result<(), EncodeError> {
         let len = item.msg.encoded_len();
         self.check(tram_wire::varint::encoded_len(item.call.into()) + len)?;
-        dst.reserve(tram_wire::MAX_HEADER_LEN + 5 + len);
-        encode_message_header(dst, item.call, item.end_stream, len);
-        item.msg.encode_raw(dst);
+        put_small!(dst, tram_wire::MAX_HEADER_LEN + 5 + len, |w| {
+            encode_message_header(w, item.call, item.end_stream, len);
+            item.msg.encode_raw(w);
+        });
         Ok(())
     }
 }
@@ -148,11 +183,12 @@ impl<M: prost::Message> Encoder<Open<'_, M>> for RpcEncoder {
             .encode(dst);
             self.methods.insert(item.path.into(), head.method);
         }
-        dst.reserve(body + tram_wire::MAX_HEADER_LEN);
-        encode_call_header(dst, &head, len);
-        if let Some(m) = item.msg {
-            m.encode_raw(dst);
-        }
+        put_small!(dst, body + tram_wire::MAX_HEADER_LEN, |w| {
+            encode_call_header(w, &head, len);
+            if let Some(m) = item.msg {
+                m.encode_raw(w);
+            }
+        });
         Ok(())
     }
 }
