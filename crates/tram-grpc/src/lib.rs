@@ -59,6 +59,8 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
 use h2::RecvStream;
 use h2::server::SendResponse;
 use http::{HeaderMap, HeaderValue, Request as HttpRequest, Response as HttpResponse, StatusCode};
@@ -165,13 +167,25 @@ impl Gateway {
                 std::future::ready(Ok(ours))
             },
         );
-        while let Some(accepted) = conn.accept().await {
+        // The connection's calls run in this task, beside the connection
+        // itself, as a tram connection's do: no task spawned per call, and
+        // no wake-up handed between tasks (and threads) to answer one.
+        // Each call is woken on its own; when the connection ends, calls
+        // still running are dropped, which cancels them.
+        let mut calls = FuturesUnordered::new();
+        loop {
+            let accepted = tokio::select! {
+                biased;
+                Some(()) = calls.next(), if !calls.is_empty() => continue,
+                accepted = conn.accept() => accepted,
+            };
             let (request, respond) = match accepted {
-                Ok(r) => r,
-                Err(e) => {
+                Some(Ok(r)) => r,
+                Some(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "HTTP/2 connection error");
                     return;
                 }
+                None => return,
             };
             let call = Call {
                 server: self.server.clone(),
@@ -179,7 +193,7 @@ impl Gateway {
                 config: self.config.clone(),
                 peer,
             };
-            tokio::spawn(call.run(request, respond));
+            calls.push(call.run(request, respond));
         }
     }
 }
@@ -316,6 +330,25 @@ impl Call {
                     Err(s) => out.finish(&s).await,
                 }
             }
+            // Streaming calls are rarer and their state is large: boxed,
+            // so that every unary call's task does not carry it.
+            Kind::ServerStreaming | Kind::ClientStreaming | Kind::Bidi => {
+                Box::pin(self.streaming(head, body, out, request)).await;
+            }
+        }
+    }
+
+    /// The streaming kinds, over the in-memory tram connection.
+    async fn streaming(
+        &self,
+        head: &Head,
+        body: &mut Body,
+        mut out: Out<'_>,
+        request: impl Fn(RawMessage) -> Request<RawMessage>,
+    ) {
+        let (metadata, timeout) = (head.request.metadata(), head.request.timeout());
+        match head.kind {
+            Kind::Unary => unreachable!("unary calls are dispatched directly"),
             Kind::ServerStreaming => {
                 let msg = match body.single().await {
                     Ok(m) => m,

@@ -327,10 +327,13 @@ impl Server {
         let captured = Arc::new(parking_lot::Mutex::new(bytes::BytesMut::new()));
         let mut encoder = RpcEncoder::new();
         encoder.set_peer(settings);
+        // Small buffers: they grow to the answer's size, and the
+        // connection default (64 KiB, twice) would cost more in allocating
+        // and faulting in pages than the whole call.
         let (out, _writer) = conn::outbound_channel(
             encoder,
             Capture(captured.clone()),
-            self.config.conn.inline_writes(true),
+            self.config.conn.inline_writes(true).buffer_size(256),
         );
         let start = Start {
             call: 1,
