@@ -788,6 +788,8 @@ pub(crate) struct ClientConn {
 
 struct Calls {
     slab: Slab<Entry>,
+    /// Callers waiting for a free slot (`capacity`).
+    capacity_waiters: usize,
     /// Why the connection cannot take new calls.
     broken: Option<Status>,
     peer: Settings,
@@ -861,6 +863,7 @@ impl ClientConn {
             out,
             calls: Mutex::new(Calls {
                 slab: Slab::new(),
+                capacity_waiters: 0,
                 broken: None,
                 peer: Settings::DEFAULT,
             }),
@@ -953,9 +956,19 @@ impl ClientConn {
         // a slot freed (notify_one: a stored permit) or the connection
         // breaking (caught by the re-check) is never missed.
         let mut registered = None;
+        // Counted among the capacity waiters from the first registration
+        // until a slot is ours (or the future is dropped).
+        let mut waiting = CapacityWaiter {
+            conn: self,
+            counted: false,
+        };
         let id = loop {
             {
                 let mut calls = self.calls.lock();
+                if waiting.counted {
+                    calls.capacity_waiters -= 1;
+                    waiting.counted = false;
+                }
                 if let Some(s) = &calls.broken {
                     return Err(s.clone());
                 }
@@ -974,13 +987,15 @@ impl ClientConn {
                         server_done: false,
                         abandoned: false,
                     });
-                    break id as CallId;
+                    break (id as CallId, self.count(&calls));
                 }
                 if !self.wait_for_capacity {
                     return Err(Status::resource_exhausted(
                         "connection at the server's max_concurrent_calls",
                     ));
                 }
+                calls.capacity_waiters += 1;
+                waiting.counted = true;
             }
             match registered.take() {
                 Some(notified) => notified.await,
@@ -991,7 +1006,7 @@ impl ClientConn {
         // other calls in flight, their callers are about to send too (woken
         // by one read, most likely), so the call is queued for the writer
         // task's next batch: one write for them all.
-        let alone = self.in_flight.fetch_add(1, Ordering::Relaxed) == 0;
+        let (id, alone) = id;
         let mut handle = CallHandle {
             conn: self.clone(),
             id,
@@ -1031,7 +1046,9 @@ impl ClientConn {
         waker: &Waker,
     ) -> Result<CallHandle, Opened> {
         let metadata = self.intercept(path, metadata).map_err(Opened::Failed)?;
-        let id = {
+        // As in `open_intercepted`: a lone call is written inline, one among
+        // others is queued for the writer task's next batch.
+        let (id, alone) = {
             let mut calls = self.calls.lock();
             if let Some(s) = &calls.broken {
                 return Err(Opened::Failed(s.clone()));
@@ -1039,7 +1056,7 @@ impl ClientConn {
             if calls.slab.len() >= calls.peer.max_concurrent_calls as usize {
                 return Err(Opened::Later(metadata));
             }
-            calls.slab.insert(Entry {
+            let id = calls.slab.insert(Entry {
                 state: State::Unary {
                     body: None,
                     end: None,
@@ -1048,11 +1065,9 @@ impl ClientConn {
                 client_open: false,
                 server_done: false,
                 abandoned: false,
-            }) as CallId
+            }) as CallId;
+            (id, self.count(&calls))
         };
-        // As in `open_intercepted`: a lone call is written inline, one among
-        // others is queued for the writer task's next batch.
-        let alone = self.in_flight.fetch_add(1, Ordering::Relaxed) == 0;
         let mut handle = CallHandle {
             conn: self.clone(),
             id,
@@ -1184,9 +1199,21 @@ impl ClientConn {
 
     fn free(&self, calls: &mut Calls, id: CallId) {
         if calls.slab.try_remove(id as usize).is_some() {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.capacity.notify_one();
+            self.count(calls);
+            // Only when someone waits: `notify_one` is a write to a line
+            // every caller's thread would otherwise share.
+            if calls.capacity_waiters > 0 {
+                self.capacity.notify_one();
+            }
         }
+    }
+
+    /// Publishes the number of calls open (for the pool's least-loaded
+    /// choice) under the calls lock; true when the one just added is alone.
+    fn count(&self, calls: &Calls) -> bool {
+        let n = calls.slab.len();
+        self.in_flight.store(n, Ordering::Relaxed);
+        n == 1
     }
 
     async fn read_loop(
@@ -1447,6 +1474,21 @@ impl ClientConn {
         }
         drop(calls);
         self.capacity.notify_waiters();
+    }
+}
+
+/// A caller counted in `Calls::capacity_waiters`; uncounts itself if the
+/// wait is abandoned.
+struct CapacityWaiter<'a> {
+    conn: &'a ClientConn,
+    counted: bool,
+}
+
+impl Drop for CapacityWaiter<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.conn.calls.lock().capacity_waiters -= 1;
+        }
     }
 }
 
