@@ -13,12 +13,18 @@
 //!
 //! # How a gRPC call reaches a handler
 //!
-//! A unary call runs its tram handler in the gateway's task for that
-//! stream ([`Server::call_unary_local`]); each streaming call becomes one
-//! tram call on an in-memory tram connection to the server, one per HTTP/2
-//! connection ([`Server::serve_connection`]). Either way handlers,
+//! Each HTTP/2 connection is one task, which drives the connection and
+//! polls all of its calls (as a tram connection's task polls its
+//! handlers): no task is spawned per stream, and answering a call hands no
+//! wake-up to another task or thread. A unary call runs its tram handler
+//! right there ([`Server::call_unary_local`]); each streaming call becomes
+//! one tram call on an in-memory tram connection to the server, one per
+//! HTTP/2 connection ([`Server::serve_connection`]). Either way handlers,
 //! interceptors, limits, deadlines and cancellation are the tram server's
-//! own, and nothing is written twice per service.
+//! own, and nothing is written twice per service. As with tram's own
+//! connections, a handler that computes for long without awaiting holds up
+//! the other calls of its connection: move such work to
+//! `tokio::task::spawn_blocking`.
 //! The gateway maps:
 //!
 //! - `/package.Service/Method` to the tram method of that path, and the

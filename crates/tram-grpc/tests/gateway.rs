@@ -15,8 +15,10 @@ use tram::conn::{Listener, TcpConfig};
 use tram::rpc::{RawMessage, Response, Server};
 
 const SLEEP: &str = "/test.Slow/Sleep";
+const ECHO: &str = "/test.Slow/Echo";
 
-/// A server whose one method sleeps; counts handlers dropped unfinished.
+/// A server whose `SLEEP` method sleeps (it counts handlers dropped
+/// unfinished) and whose `ECHO` answers at once.
 async fn start(dropped: Arc<AtomicUsize>) -> SocketAddr {
     let server = Server::builder()
         .unary(SLEEP, move |req: tram::rpc::Request<RawMessage>| {
@@ -35,6 +37,9 @@ async fn start(dropped: Arc<AtomicUsize>) -> SocketAddr {
                 g.1 = true;
                 Ok(Response::new(req.into_inner()))
             }
+        })
+        .unary(ECHO, |req: tram::rpc::Request<RawMessage>| async move {
+            Ok(Response::new(req.into_inner()))
         })
         .build();
     let server = tram_grpc::with_gateway(server);
@@ -178,4 +183,53 @@ async fn interceptors_guard_grpc_calls_too() {
     let (status, h) = call(addr, req, one_message(b"x")).await;
     assert_eq!(status, http::StatusCode::OK);
     assert!(h.get("grpc-status").is_none(), "not trailers-only: {h:?}");
+}
+
+/// The calls of one HTTP/2 connection share its task: waiting calls do not
+/// hold up others, and closing the connection drops (cancels) every call
+/// still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_one_connection_run_side_by_side() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let addr = start(dropped.clone()).await;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+    let conn = tokio::spawn(conn);
+    let mut client = client.ready().await.unwrap();
+    let mut sleeping = Vec::new();
+    for _ in 0..3 {
+        let (resp, mut send) = client
+            .send_request(grpc_request(SLEEP, &[]), false)
+            .unwrap();
+        send.send_data(one_message(b"z"), true).unwrap();
+        sleeping.push((resp, send));
+        client = client.ready().await.unwrap();
+    }
+    // The same connection answers other calls meanwhile.
+    for i in 0..10u8 {
+        let (resp, mut send) = client.send_request(grpc_request(ECHO, &[]), false).unwrap();
+        send.send_data(one_message(&[i]), true).unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(5), resp)
+            .await
+            .expect("an echo beside sleeping calls")
+            .unwrap();
+        assert_eq!(resp.status(), http::StatusCode::OK);
+        let mut body = resp.into_body();
+        let data = body.data().await.unwrap().unwrap();
+        assert_eq!(&data[..], &one_message(&[i])[..]);
+        let trailers = body.trailers().await.unwrap().unwrap();
+        assert_eq!(trailers["grpc-status"], "0");
+        client = client.ready().await.unwrap();
+    }
+    assert_eq!(dropped.load(Ordering::SeqCst), 0);
+    // Closing the connection cancels the three.
+    drop((client, sleeping));
+    conn.abort();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while dropped.load(Ordering::SeqCst) < 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the connection's handlers are dropped when it closes");
 }
