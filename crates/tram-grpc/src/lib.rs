@@ -56,6 +56,7 @@
 //! response metadata is not sent.
 
 pub mod standard;
+mod wake;
 mod wire;
 
 use std::future::Future;
@@ -139,6 +140,13 @@ impl Gateway {
     /// Serves one HTTP/2 connection (prior knowledge: the client's preface
     /// comes first) until it closes.
     pub async fn serve_h2<IO>(&self, io: IO, peer: SocketAddr)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        wake::AbsorbSelfWakes::new(self.serve_h2_inner(io, peer)).await;
+    }
+
+    async fn serve_h2_inner<IO>(&self, io: IO, peer: SocketAddr)
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
