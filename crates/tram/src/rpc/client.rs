@@ -764,6 +764,18 @@ impl<Req, Resp> std::fmt::Debug for UnaryCall<'_, Req, Resp> {
     }
 }
 
+/// A CALL frame's fields (the method is filled in by the encoder).
+fn call_head(id: CallId, end_stream: bool, timeout: Option<Duration>, metadata: Metadata) -> Call {
+    Call {
+        call: id,
+        method: 0,
+        end_stream,
+        timeout_micros: timeout.map(|t| t.as_micros().min(u128::from(u64::MAX)) as u64),
+        metadata: (!metadata.is_empty()).then_some(metadata),
+        message: None,
+    }
+}
+
 /// Why [`ClientConn::try_open_unary`] did not open the call.
 enum Opened {
     /// The call fails with this.
@@ -1007,22 +1019,8 @@ impl ClientConn {
         // by one read, most likely), so the call is queued for the writer
         // task's next batch: one write for them all.
         let (id, alone) = id;
-        let mut handle = CallHandle {
-            conn: self.clone(),
-            id,
-            sent: false,
-            done: false,
-            freed: false,
-            cancel_code: Cell::new(Code::Cancelled),
-        };
-        let head = Call {
-            call: id,
-            method: 0,
-            end_stream,
-            timeout_micros: timeout.map(|t| t.as_micros().min(u128::from(u64::MAX)) as u64),
-            metadata: (!metadata.is_empty()).then_some(metadata),
-            message: None,
-        };
+        let mut handle = self.handle(id);
+        let head = call_head(id, end_stream, timeout, metadata);
         match self.out.send_hinted(Open { path, head, msg }, alone).await {
             Ok(()) => {
                 handle.sent = true;
@@ -1068,22 +1066,8 @@ impl ClientConn {
             }) as CallId;
             (id, self.count(&calls))
         };
-        let mut handle = CallHandle {
-            conn: self.clone(),
-            id,
-            sent: false,
-            done: false,
-            freed: false,
-            cancel_code: Cell::new(Code::Cancelled),
-        };
-        let head = Call {
-            call: id,
-            method: 0,
-            end_stream: true,
-            timeout_micros: timeout.map(|t| t.as_micros().min(u128::from(u64::MAX)) as u64),
-            metadata: (!metadata.is_empty()).then_some(metadata),
-            message: None,
-        };
+        let mut handle = self.handle(id);
+        let head = call_head(id, true, timeout, metadata);
         let open = Open {
             path,
             head,
@@ -1105,6 +1089,18 @@ impl ClientConn {
                 drop(handle);
                 Err(Opened::Failed(self.broken_status()))
             }
+        }
+    }
+
+    /// The caller's handle on call `id`, not yet sent.
+    fn handle(self: &Arc<Self>, id: CallId) -> CallHandle {
+        CallHandle {
+            conn: self.clone(),
+            id,
+            sent: false,
+            done: false,
+            freed: false,
+            cancel_code: Cell::new(Code::Cancelled),
         }
     }
 
