@@ -132,6 +132,7 @@ fn encode(input: &Input) -> BytesMut {
             Step::Message { call, end, n } => Frame::Message(wire::Message {
                 call: u32::from(call % 16),
                 end_stream: *end,
+                metadata: None,
                 payload: encode_num(*n),
             }),
             Step::End { call } => Frame::End(wire::End::new(u32::from(call % 16), wire::Code::Ok)),

@@ -70,8 +70,12 @@ def encode(f):
             body += bytes.fromhex(f["message"])
         return frame(t, flags, body)
     if t == "MESSAGE":
-        return frame(t, 1 if f.get("end_stream") else 0,
-                     varint(f["call"]) + bytes.fromhex(f["payload"]))
+        flags = 1 if f.get("end_stream") else 0
+        body = varint(f["call"])
+        if "metadata" in f:
+            flags |= 2
+            body += field(md_block(f["metadata"]))
+        return frame(t, flags, body + bytes.fromhex(f["payload"]))
     if t == "END":
         flags = 0
         body = varint(f["call"]) + varint(f["code"])
@@ -127,6 +131,11 @@ VALID = [
     ("message, 200-byte payload (2-byte length)", {"type": "MESSAGE", "call": 16383,
                                                    "payload": "ab" * 200}),
     ("message, max call id", {"type": "MESSAGE", "call": U32_MAX, "payload": "00"}),
+    ("message with leading metadata (a server's first)",
+     {"type": "MESSAGE", "call": 3, "end_stream": True,
+      "metadata": [["x-request-id", "616263"], ["trace-bin", "00ff"]], "payload": "0801"}),
+    ("message with empty leading metadata", {"type": "MESSAGE", "call": 200,
+                                             "metadata": [], "payload": ""}),
     ("end ok, bare", {"type": "END", "call": 0, "code": 0}),
     ("end, client half-close", {"type": "END", "call": 3, "code": 0}),
     ("end with message, details, trailers", {"type": "END", "call": 9, "code": 5,
@@ -171,7 +180,8 @@ INVALID = [
     ("64 bytes of 0xFF", b"\xff" * 64, "unknown_frame_type"),
     ("unknown frame type 9", b"\x90\x00", "unknown_frame_type"),
     ("unknown frame type 15", b"\xf0\x00", "unknown_frame_type"),
-    ("undefined flag on MESSAGE", b"\x32\x01\x00", "unknown_flags"),
+    ("undefined flag on MESSAGE", b"\x34\x01\x00", "unknown_flags"),
+    ("message metadata block truncated", frame("MESSAGE", 2, b"\x01\x05ab"), "truncated"),
     ("undefined flag on SETTINGS", b"\x01\x00", "unknown_flags"),
     ("undefined flag on END", b"\x48\x02\x00\x00", "unknown_flags"),
     ("frame announcing 4 GiB", b"\x30" + varint(4 << 30), "frame_too_large"),

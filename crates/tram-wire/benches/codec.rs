@@ -46,6 +46,7 @@ fn sample_frames() -> [(&'static str, Frame); 3] {
             Frame::Message(Message {
                 call: 5,
                 end_stream: true,
+                metadata: None,
                 payload: payload(),
             }),
         ),

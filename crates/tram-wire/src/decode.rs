@@ -219,6 +219,7 @@ enum Parsed {
     Message {
         call: CallId,
         end_stream: bool,
+        metadata: Option<Range>,
         payload: Range,
     },
     End {
@@ -265,12 +266,18 @@ impl Parsed {
             Parsed::Message {
                 call,
                 end_stream,
+                metadata,
                 payload,
-            } => Frame::Message(Message {
-                call,
-                end_stream,
-                payload: body.take(payload),
-            }),
+            } => {
+                // In wire order: metadata before the message.
+                let metadata = metadata.map(|r| md(body, r));
+                Frame::Message(Message {
+                    call,
+                    end_stream,
+                    metadata,
+                    payload: body.take(payload),
+                })
+            }
             Parsed::End {
                 call,
                 code,
@@ -340,9 +347,15 @@ fn parse(ty: FrameType, fl: u8, body: &[u8]) -> Result<Parsed, Error> {
         }
         FrameType::Message => {
             let call = r.u32("call id")?;
+            let metadata = if fl & flags::MESSAGE_METADATA != 0 {
+                Some(r.metadata()?)
+            } else {
+                None
+            };
             Parsed::Message {
                 call,
                 end_stream: fl & flags::END_STREAM != 0,
+                metadata,
                 payload: r.rest(),
             }
         }

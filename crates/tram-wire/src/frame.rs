@@ -59,7 +59,7 @@ impl FrameType {
     pub(crate) fn allowed_flags(self) -> u8 {
         match self {
             FrameType::Call => 0xf,
-            FrameType::Message => flags::END_STREAM,
+            FrameType::Message => flags::END_STREAM | flags::MESSAGE_METADATA,
             FrameType::End => flags::END_MESSAGE | flags::END_DETAILS | flags::END_TRAILERS,
             FrameType::Ping => flags::ACK,
             _ => 0,
@@ -77,6 +77,9 @@ pub mod flags {
     pub const CALL_DEADLINE: u8 = 0x4;
     /// CALL: a metadata block follows.
     pub const CALL_METADATA: u8 = 0x8;
+    /// MESSAGE (the server's first on a call): the response's leading
+    /// metadata (headers) precedes the message.
+    pub const MESSAGE_METADATA: u8 = 0x2;
     /// END: a status message follows the code.
     pub const END_MESSAGE: u8 = 0x1;
     /// END: status details follow.
@@ -157,6 +160,9 @@ pub struct Message {
     /// The last message in this direction. From the server this also ends
     /// the call with status OK and no trailers (the unary fast path).
     pub end_stream: bool,
+    /// The response's leading metadata (headers): only on the server's
+    /// first MESSAGE of a call.
+    pub metadata: Option<Metadata>,
     /// The encoded message.
     pub payload: Bytes,
 }
@@ -291,7 +297,16 @@ impl Frame {
                 }
             }
             Frame::Message(m) => {
-                encode_message_header(dst, m.call, m.end_stream, m.payload.len());
+                match &m.metadata {
+                    Some(md) => encode_message_header_with_metadata(
+                        dst,
+                        m.call,
+                        m.end_stream,
+                        md,
+                        m.payload.len(),
+                    ),
+                    None => encode_message_header(dst, m.call, m.end_stream, m.payload.len()),
+                }
                 dst.put_slice(&m.payload);
             }
             Frame::End(e) => {
@@ -349,7 +364,11 @@ impl Frame {
             Frame::Settings(s) => s.body_len(),
             Frame::Bind(b) => v(b.method.into()) + b.name.len(),
             Frame::Call(c) => call_body_len(c, c.message.as_ref().map(Bytes::len)),
-            Frame::Message(m) => v(m.call.into()) + m.payload.len(),
+            Frame::Message(m) => {
+                v(m.call.into())
+                    + m.metadata.as_ref().map_or(0, |md| field(md.encoded_len()))
+                    + m.payload.len()
+            }
             Frame::End(e) => {
                 v(e.call.into())
                     + 1
@@ -382,6 +401,26 @@ pub fn encode_message_header<B: BufMut + ?Sized>(
     let body = varint::encoded_len(call.into()) + payload_len;
     put_header(dst, FrameType::Message, f, body);
     varint::put(dst, u64::from(call));
+}
+
+/// [`encode_message_header`] for the server's first message of a call,
+/// carrying the response's leading metadata.
+pub fn encode_message_header_with_metadata<B: BufMut + ?Sized>(
+    dst: &mut B,
+    call: CallId,
+    end_stream: bool,
+    metadata: &Metadata,
+    payload_len: usize,
+) {
+    let mut f = flags::MESSAGE_METADATA;
+    if end_stream {
+        f |= flags::END_STREAM;
+    }
+    let md = metadata.encoded_len();
+    let body = varint::encoded_len(call.into()) + varint::encoded_len(md as u64) + md + payload_len;
+    put_header(dst, FrameType::Message, f, body);
+    varint::put(dst, u64::from(call));
+    put_field(dst, metadata.as_bytes());
 }
 
 /// Writes a CALL frame up to its message, which the caller appends next;

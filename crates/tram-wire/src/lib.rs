@@ -29,7 +29,7 @@
 //! use tram_wire::{Frame, FrameDecoder, Message};
 //!
 //! let mut buf = BytesMut::new();
-//! Frame::Message(Message { call: 7, end_stream: true, payload: Bytes::from_static(b"hi") })
+//! Frame::Message(Message { call: 7, end_stream: true, metadata: None, payload: Bytes::from_static(b"hi") })
 //!     .encode(&mut buf);
 //! assert_eq!(&buf[..], b"\x31\x03\x07hi");
 //!
@@ -53,7 +53,7 @@ pub use decode::{FrameDecoder, Header, decode_exact};
 pub use error::Error;
 pub use frame::{
     Bind, Call, CallId, Cancel, Credit, End, Frame, FrameType, GoAway, MAX_HEADER_LEN, Message,
-    Ping, encode_call_header, encode_message_header, flags,
+    Ping, encode_call_header, encode_message_header, encode_message_header_with_metadata, flags,
 };
 pub use metadata::Metadata;
 pub use settings::{

@@ -206,13 +206,20 @@ fn frame() -> impl Strategy<Value = Frame> {
                     })
                 }
             ),
-        (any::<u32>(), any::<bool>(), bytes(300)).prop_map(|(call, end_stream, payload)| {
-            Frame::Message(Message {
-                call,
-                end_stream,
-                payload,
-            })
-        }),
+        (
+            any::<u32>(),
+            any::<bool>(),
+            proptest::option::of(metadata()),
+            bytes(300)
+        )
+            .prop_map(|(call, end_stream, metadata, payload)| {
+                Frame::Message(Message {
+                    call,
+                    end_stream,
+                    metadata,
+                    payload,
+                })
+            }),
         (
             any::<u32>(),
             code(),

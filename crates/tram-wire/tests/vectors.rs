@@ -128,7 +128,7 @@ fn every_frame_type_and_flag_is_covered() {
         assert!(seen.iter().any(|(t, _)| *t == ty), "no vector of type {ty}");
     }
     assert_eq!(flags_of(2), 0xf, "CALL flags");
-    assert_eq!(flags_of(3), 0x1, "MESSAGE flags");
+    assert_eq!(flags_of(3), 0x3, "MESSAGE flags");
     assert_eq!(flags_of(4), 0x7, "END flags");
     assert_eq!(flags_of(7), 0x1, "PING flags");
 }
@@ -198,6 +198,7 @@ fn frame_from_json(f: &Value) -> Frame {
         "MESSAGE" => Frame::Message(Message {
             call: u32_of(f, "call"),
             end_stream: flag("end_stream"),
+            metadata: md_of(f, "metadata"),
             payload: hex_of(f, "payload").unwrap(),
         }),
         "END" => Frame::End(End {
@@ -292,6 +293,9 @@ fn frame_to_json(frame: &Frame) -> Value {
             put("call", json!(x.call));
             if x.end_stream {
                 put("end_stream", json!(true));
+            }
+            if let Some(m) = &x.metadata {
+                put("metadata", md(m));
             }
             put("payload", json!(hex::encode(&x.payload)));
         }

@@ -105,6 +105,7 @@ async fn tram_frames() {
             Frame::Message(Message {
                 call: i % 300,
                 end_stream: i % 2 == 0,
+                metadata: None,
                 payload: Bytes::from(i.to_le_bytes().to_vec()),
             })
         })

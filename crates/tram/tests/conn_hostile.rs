@@ -125,6 +125,7 @@ async fn tram_frame_server_survives_hostile_peers() {
     let sample = tram::wire::Frame::Message(tram::wire::Message {
         call: 1,
         end_stream: false,
+        metadata: None,
         payload: Bytes::from_static(b"healthy"),
     });
     hostile_inputs_close_only_their_connection(FrameCodec::default(), &header, sample).await;

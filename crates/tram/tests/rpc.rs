@@ -72,7 +72,15 @@ fn echo_service() -> ServerBuilder {
                     .ascii("x-echoed", std::str::from_utf8(v).unwrap())
                     .unwrap();
             }
-            Ok(Response::new(req.into_inner()).with_trailers(trailers.build()))
+            let mut headers = Metadata::builder();
+            if let Some(v) = md.get("x-echo-initial") {
+                headers
+                    .ascii("x-initial", std::str::from_utf8(v).unwrap())
+                    .unwrap();
+            }
+            Ok(Response::new(req.into_inner())
+                .with_metadata(headers.build())
+                .with_trailers(trailers.build()))
         })
         .unary("/test.Echo/Sleep", |req: Request<Echo>| async move {
             // Sleeps `id` milliseconds, then answers.
@@ -101,7 +109,11 @@ fn echo_service() -> ServerBuilder {
                     }
                 }
             });
-            Ok(Response::new(Rx(rx)))
+            let headers = Metadata::builder()
+                .ascii("x-count", &n.to_string())
+                .unwrap()
+                .build();
+            Ok(Response::new(Rx(rx)).with_metadata(headers))
         })
         .client_streaming(
             "/test.Echo/Sum",
@@ -806,4 +818,56 @@ async fn a_large_first_message_waits_for_the_servers_settings() {
         .unwrap();
         assert_eq!(r.get_ref().payload, payload);
     }
+}
+
+/// Leading metadata (response headers) reaches the client: on a unary
+/// response with and without trailers, and on a response stream with its
+/// first message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leading_metadata_reaches_the_client() {
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::new(addr.to_string());
+    for with_trailers in [false, true] {
+        let mut md = Metadata::builder();
+        md.ascii("x-echo-initial", "hello").unwrap();
+        if with_trailers {
+            md.ascii("x-echo", "bye").unwrap();
+        }
+        let r: Response<Echo> = within(
+            5,
+            "unary with headers",
+            ch.unary(
+                "/test.Echo/Say",
+                Request::new(echo(4)).with_metadata(md.build()),
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.metadata().get("x-initial"), Some(&b"hello"[..]));
+        assert_eq!(r.trailers().get("x-initial"), None);
+        assert_eq!(r.trailers().get("x-echoed").is_some(), with_trailers);
+    }
+    // No headers set: none arrive.
+    let r: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(5)))
+        .await
+        .unwrap();
+    assert!(r.metadata().is_empty());
+    let mut stream = ch
+        .server_streaming::<_, Echo>("/test.Echo/Count", Request::new(echo(3)))
+        .await
+        .unwrap();
+    let first = within(5, "first message", stream.message()).await.unwrap();
+    assert_eq!(first.map(|m| m.id), Some(0));
+    let headers = stream.metadata().expect("headers with the first message");
+    assert_eq!(headers.get("x-count"), Some(&b"3"[..]));
+    let mut rest = 0;
+    while within(5, "the rest", stream.message())
+        .await
+        .unwrap()
+        .is_some()
+    {
+        rest += 1;
+    }
+    assert_eq!(rest, 2);
 }

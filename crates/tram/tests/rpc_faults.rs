@@ -182,8 +182,30 @@ async fn protocol_violations_get_goaway_and_close_only_their_connection() {
             frames(&[Frame::Message(wire::Message {
                 call: 9,
                 end_stream: false,
+                metadata: None,
                 payload: Bytes::from_static(b"x"),
             })]),
+            Reason::PROTOCOL_ERROR,
+        ),
+        (
+            "leading metadata on a client's MESSAGE",
+            frames(&[
+                bind(1, SLEEP),
+                Frame::Call(wire::Call {
+                    call: 1,
+                    method: 1,
+                    end_stream: false,
+                    timeout_micros: None,
+                    metadata: None,
+                    message: None,
+                }),
+                Frame::Message(wire::Message {
+                    call: 1,
+                    end_stream: true,
+                    metadata: Some(wire::Metadata::builder().ascii("k", "v").unwrap().build()),
+                    payload: Bytes::new(),
+                }),
+            ]),
             Reason::PROTOCOL_ERROR,
         ),
         (

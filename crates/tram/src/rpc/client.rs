@@ -426,13 +426,7 @@ impl Channel {
                     Poll::Pending => pending = true,
                     Poll::Ready(outcome) => {
                         (call.done, call.freed) = (true, true);
-                        *slot = Some(outcome.and_then(|(body, trailers)| {
-                            Resp::decode(body)
-                                .map(|m| Response::new(m).with_trailers(trailers))
-                                .map_err(|e| {
-                                    Status::internal(format!("response does not decode: {e}"))
-                                })
-                        }));
+                        *slot = Some(decode_unary(outcome));
                     }
                 }
             }
@@ -657,14 +651,22 @@ async fn with_timeout<T>(
     }
 }
 
+/// A unary call's answer: the response message, its leading metadata (if
+/// any) and the trailers.
+type Answer = (Bytes, Option<Metadata>, Metadata);
+
 /// A unary call's outcome, decoded.
 fn decode_unary<Resp: prost::Message + Default>(
-    outcome: Result<(Bytes, Metadata), Status>,
+    outcome: Result<Answer, Status>,
 ) -> Result<Response<Resp>, Status> {
-    let (body, trailers) = outcome?;
+    let (body, headers, trailers) = outcome?;
     let resp = Resp::decode(body)
         .map_err(|e| Status::internal(format!("response does not decode: {e}")))?;
-    Ok(Response::new(resp).with_trailers(trailers))
+    let resp = Response::new(resp).with_trailers(trailers);
+    Ok(match headers {
+        Some(h) => resp.with_metadata(h),
+        None => resp,
+    })
 }
 
 /// The future of [`Channel::unary`].
@@ -809,6 +811,9 @@ struct Calls {
 
 struct Entry {
     state: State,
+    /// A response message has arrived (leading metadata only comes on the
+    /// first).
+    answered: bool,
     /// The client may still send (we have not closed our direction).
     client_open: bool,
     server_done: bool,
@@ -818,7 +823,8 @@ struct Entry {
 
 enum State {
     Unary {
-        body: Option<Bytes>,
+        /// The response message and its leading metadata.
+        body: Option<(Bytes, Option<Metadata>)>,
         end: Option<Result<Metadata, Status>>,
         waker: Option<Waker>,
     },
@@ -997,6 +1003,7 @@ impl ClientConn {
                         state,
                         client_open: !end_stream,
                         server_done: false,
+                        answered: false,
                         abandoned: false,
                     });
                     break (id as CallId, self.count(&calls));
@@ -1062,6 +1069,7 @@ impl ClientConn {
                 },
                 client_open: false,
                 server_done: false,
+                answered: false,
                 abandoned: false,
             }) as CallId;
             (id, self.count(&calls))
@@ -1114,11 +1122,7 @@ impl ClientConn {
 
     /// Polls a unary call; when it returns `Ready` the call's entry is
     /// gone (set [`CallHandle::freed`]).
-    fn poll_unary(
-        &self,
-        id: CallId,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<(Bytes, Metadata), Status>> {
+    fn poll_unary(&self, id: CallId, cx: &mut Context<'_>) -> Poll<Result<Answer, Status>> {
         let mut calls = self.calls.lock();
         let Some(entry) = calls.slab.get_mut(id as usize) else {
             return Poll::Ready(Err(Status::internal("call vanished")));
@@ -1132,7 +1136,7 @@ impl ClientConn {
             Some(Ok(trailers)) => {
                 let outcome = body
                     .take()
-                    .map(|b| (b, trailers))
+                    .map(|(b, headers)| (b, headers, trailers))
                     .ok_or_else(|| Status::internal("call ended without a response message"));
                 self.free(&mut calls, id);
                 Poll::Ready(outcome)
@@ -1333,6 +1337,12 @@ impl ClientConn {
                     .get_mut(m.call as usize)
                     .filter(|e| !e.server_done)
                     .ok_or_else(|| Broken(format!("MESSAGE on call {} not open", m.call)))?;
+                if std::mem::replace(&mut entry.answered, true) && m.metadata.is_some() {
+                    return Err(Broken(format!(
+                        "leading metadata after the first response on call {}",
+                        m.call
+                    )));
+                }
                 match &mut entry.state {
                     State::Unary { body, end, waker } => {
                         if body.is_some() || !m.end_stream {
@@ -1345,7 +1355,7 @@ impl ClientConn {
                                 )));
                             }
                         }
-                        *body = Some(m.payload);
+                        *body = Some((m.payload, m.metadata));
                         if m.end_stream {
                             *end = Some(Ok(Metadata::new()));
                             entry.server_done = true;
@@ -1353,6 +1363,9 @@ impl ClientConn {
                         }
                     }
                     State::Stream(s) => {
+                        if let Some(headers) = m.metadata {
+                            s.set_headers(headers);
+                        }
                         s.push(m.payload).map_err(|_| {
                             Broken(format!("MESSAGE without credit on call {}", m.call))
                         })?;
@@ -1530,6 +1543,14 @@ impl<M: prost::Message + Default> ResponseStream<M> {
     pub async fn message(&mut self) -> Result<Option<M>, Status> {
         self.inner.message().await
     }
+
+    /// The response's leading metadata (headers), once the first response
+    /// message has arrived: `None` before that, or when the server sent
+    /// none. (A call that ends without any message carries it in its
+    /// trailers, as gRPC's trailers-only responses do.)
+    pub fn metadata(&self) -> Option<Metadata> {
+        self.inner.headers()
+    }
 }
 
 impl<M: prost::Message + Default> futures_core::Stream for ResponseStream<M> {
@@ -1607,7 +1628,11 @@ impl<Req: prost::Message, Resp: prost::Message + Default> RequestSink<Req, Resp>
             .await?
             .ok_or_else(|| Status::internal("call ended without a response message"))?;
         self.guard.lock().done = true;
-        Ok(Response::new(msg))
+        let resp = Response::new(msg);
+        Ok(match responses.inner.headers() {
+            Some(h) => resp.with_metadata(h),
+            None => resp,
+        })
     }
 }
 

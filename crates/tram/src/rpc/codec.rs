@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use bytes::{Buf, BytesMut};
 use tram_wire::{
-    Bind, Call, CallId, Frame, FrameDecoder, Settings, encode_call_header, encode_message_header,
-    preface,
+    Bind, Call, CallId, Frame, FrameDecoder, Metadata, Settings, encode_call_header,
+    encode_message_header, encode_message_header_with_metadata, preface,
 };
 
 use crate::conn::{Decoder, Encoder};
@@ -123,6 +123,8 @@ impl Encoder<Frame> for RpcEncoder {
 pub(crate) struct Msg<'a, M> {
     pub(crate) call: CallId,
     pub(crate) end_stream: bool,
+    /// Leading metadata: only on the server's first message of a call.
+    pub(crate) metadata: Option<&'a Metadata>,
     pub(crate) msg: &'a M,
 }
 
@@ -130,6 +132,20 @@ impl<M: prost::Message> Encoder<Msg<'_, M>> for RpcEncoder {
     type Error = EncodeError;
     fn encode(&mut self, item: Msg<'_, M>, dst: &mut BytesMut) -> Result<(), EncodeError> {
         let len = item.msg.encoded_len();
+        if let Some(md) = item.metadata {
+            let md_len = md.encoded_len();
+            if md_len > self.peer.max_metadata_size as usize {
+                return Err(EncodeError::TooLarge {
+                    len: md_len,
+                    max: self.peer.max_metadata_size,
+                });
+            }
+            self.check(tram_wire::varint::encoded_len(item.call.into()) + 10 + md_len + len)?;
+            dst.reserve(tram_wire::MAX_HEADER_LEN + 15 + md_len + len);
+            encode_message_header_with_metadata(dst, item.call, item.end_stream, md, len);
+            item.msg.encode_raw(dst);
+            return Ok(());
+        }
         self.check(tram_wire::varint::encoded_len(item.call.into()) + len)?;
         put_small!(dst, tram_wire::MAX_HEADER_LEN + 5 + len, |w| {
             encode_message_header(w, item.call, item.end_stream, len);

@@ -108,20 +108,36 @@ impl<T> Request<T> {
     }
 }
 
-/// A response message, with trailing metadata for the call's end.
+/// A response message (or, for a streaming call, the message stream), with
+/// the response's leading metadata (headers) and trailing metadata for the
+/// call's end.
 #[derive(Debug, Clone, Default)]
 pub struct Response<T> {
     message: T,
+    metadata: Metadata,
     trailers: Metadata,
 }
 
 impl<T> Response<T> {
-    /// A response with no trailers.
+    /// A response with no metadata.
     pub fn new(message: T) -> Response<T> {
         Response {
             message,
+            metadata: Metadata::new(),
             trailers: Metadata::new(),
         }
+    }
+
+    /// Sets the leading metadata (headers), sent with the first response
+    /// message; a call that ends without one sends it with its trailers.
+    pub fn with_metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// The leading metadata (headers).
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
     }
 
     /// Sets the trailing metadata sent with the call's end.
@@ -145,8 +161,9 @@ impl<T> Response<T> {
         &self.trailers
     }
 
-    pub(crate) fn into_parts(self) -> (T, Metadata) {
-        (self.message, self.trailers)
+    /// The message, leading metadata and trailers.
+    pub(crate) fn into_parts(self) -> (T, Metadata, Metadata) {
+        (self.message, self.metadata, self.trailers)
     }
 }
 

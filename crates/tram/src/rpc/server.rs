@@ -350,13 +350,17 @@ impl Server {
         loop {
             match decoder.decode(&mut bytes) {
                 Ok(Some(Frame::Message(m))) if m.end_stream => {
-                    return Ok(Response::new(super::RawMessage(m.payload)));
+                    return Ok(Response::new(super::RawMessage(m.payload))
+                        .with_metadata(m.metadata.unwrap_or_default()));
                 }
-                Ok(Some(Frame::Message(m))) => body = Some(m.payload),
+                Ok(Some(Frame::Message(m))) => body = Some((m.payload, m.metadata)),
                 Ok(Some(Frame::End(end))) if end.code == Code::Ok => {
                     let trailers = end.trailers.unwrap_or_default();
-                    let body = body.ok_or_else(|| Status::internal("no response message"))?;
-                    return Ok(Response::new(super::RawMessage(body)).with_trailers(trailers));
+                    let (body, headers) =
+                        body.ok_or_else(|| Status::internal("no response message"))?;
+                    return Ok(Response::new(super::RawMessage(body))
+                        .with_metadata(headers.unwrap_or_default())
+                        .with_trailers(trailers));
                 }
                 Ok(Some(Frame::End(end))) => return Err(Status::from_wire(end)),
                 Ok(Some(_)) => {}
@@ -409,11 +413,12 @@ async fn finish_unary<M: prost::Message>(start: &Start, outcome: Result<Response
     let out = &start.out;
     let result: Result<(), Status> = match outcome {
         Ok(resp) => {
-            let (msg, trailers) = resp.into_parts();
+            let (msg, headers, trailers) = resp.into_parts();
             let sent = out
                 .send(Msg {
                     call: start.call,
                     end_stream: trailers.is_empty(),
+                    metadata: (!headers.is_empty()).then_some(&headers),
                     msg: &msg,
                 })
                 .await;
@@ -433,6 +438,18 @@ async fn finish_unary<M: prost::Message>(start: &Start, outcome: Result<Response
     }
 }
 
+/// `a`'s entries, then `b`'s.
+fn merge(a: Metadata, b: Metadata) -> Metadata {
+    if a.is_empty() {
+        return b;
+    }
+    if b.is_empty() {
+        return a;
+    }
+    let raw = [a.as_bytes().as_ref(), b.as_bytes().as_ref()].concat();
+    Metadata::from_raw(raw.into()).unwrap_or(b)
+}
+
 /// Ends a streaming response: END with OK and trailers, or the error.
 fn finish_stream(start: &Start, outcome: Result<Metadata, Status>) {
     let status = match outcome {
@@ -444,11 +461,15 @@ fn finish_stream(start: &Start, outcome: Result<Metadata, Status>) {
 
 /// Drives a response stream: each item is sent when the client has granted
 /// credit for it.
-async fn send_stream<M, S>(start: &Start, stream: S) -> Result<(), Status>
+///
+/// The first message carries `headers` (the response's leading metadata);
+/// if there is none, they are handed back to go with the trailers.
+async fn send_stream<M, S>(start: &Start, stream: S, headers: Metadata) -> Result<Metadata, Status>
 where
     M: prost::Message,
     S: Stream<Item = Result<M, Status>>,
 {
+    let mut headers = Some(headers).filter(|h| !h.is_empty());
     let shared = &start.stream_state();
     let mut stream = pin!(stream);
     // While the handler's stream has messages ready and the client has
@@ -464,7 +485,9 @@ where
             next
         })
         .await;
-        let Some(item) = next else { return Ok(()) };
+        let Some(item) = next else {
+            return Ok(headers.unwrap_or_default());
+        };
         let item = item?;
         if !shared.try_take_send_credit()? {
             cork = None;
@@ -473,7 +496,8 @@ where
         if cork.is_none() {
             cork = Some(start.out.cork());
         }
-        send_message_with_credit(&start.out, start.call, &item, false).await?;
+        let first = headers.take();
+        send_message_with_credit(&start.out, start.call, &item, false, first.as_ref()).await?;
     }
 }
 
@@ -519,9 +543,11 @@ where
 {
     Box::pin(async move {
         let outcome = with_deadline(start.deadline, async {
-            let (stream, trailers) = handler?.await?.into_parts();
-            send_stream(&start, stream).await?;
-            Ok(trailers)
+            let (stream, headers, trailers) = handler?.await?.into_parts();
+            let unsent = send_stream(&start, stream, headers).await?;
+            // No message carried the headers: they go with the trailers,
+            // as in a gRPC trailers-only response.
+            Ok(merge(unsent, trailers))
         })
         .await;
         finish_stream(&start, outcome);
@@ -1224,6 +1250,12 @@ impl Driver {
                 if !entry.client_open {
                     return Err(violation(format!(
                         "MESSAGE after the client closed call {}",
+                        m.call
+                    )));
+                }
+                if m.metadata.is_some() {
+                    return Err(violation(format!(
+                        "MESSAGE with leading metadata from the client on call {}",
                         m.call
                     )));
                 }

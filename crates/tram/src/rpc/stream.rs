@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tram_wire::{CallId, Credit, Frame};
+use tram_wire::{CallId, Credit, Frame, Metadata};
 
 use super::Status;
 use super::codec::{Msg, RpcEncoder};
@@ -41,6 +41,8 @@ struct CallState {
     writer: Option<Waker>,
     /// The call is over (cancelled or the connection lost): sends fail.
     aborted: Option<Status>,
+    /// The response's leading metadata, once the first message is in.
+    headers: Option<Metadata>,
 }
 
 /// Bytes of unread messages one call's window aims to allow: the window
@@ -98,8 +100,19 @@ impl CallShared {
                 send_credit: u64::from(send_credit),
                 writer: None,
                 aborted: None,
+                headers: None,
             }),
         })
+    }
+
+    /// The response's leading metadata (client side).
+    pub(crate) fn set_headers(&self, headers: Metadata) {
+        self.st.lock().headers = Some(headers);
+    }
+
+    /// The response's leading metadata, if it has arrived.
+    pub(crate) fn headers(&self) -> Option<Metadata> {
+        self.st.lock().headers.clone()
     }
 
     /// A message from the peer.
@@ -232,6 +245,14 @@ pub struct Streaming<M> {
 }
 
 impl<M> Streaming<M> {
+    /// The response's leading metadata (client side), once the first
+    /// response message has arrived: `None` before, or if the server sent
+    /// none (a call that ends without a message sends it with its
+    /// trailers).
+    pub(crate) fn headers(&self) -> Option<Metadata> {
+        self.shared.headers()
+    }
+
     pub(crate) fn new(
         shared: Arc<CallShared>,
         out: Sender<RpcEncoder>,
@@ -303,19 +324,22 @@ pub(crate) async fn send_message<M: prost::Message>(
     end_stream: bool,
 ) -> Result<(), Status> {
     shared.take_send_credit().await?;
-    send_message_with_credit(out, call, msg, end_stream).await
+    send_message_with_credit(out, call, msg, end_stream, None).await
 }
 
-/// Sends one message for which credit has already been taken.
+/// Sends one message for which credit has already been taken, with the
+/// response's leading metadata if it is the server's first.
 pub(crate) async fn send_message_with_credit<M: prost::Message>(
     out: &Sender<RpcEncoder>,
     call: CallId,
     msg: &M,
     end_stream: bool,
+    metadata: Option<&Metadata>,
 ) -> Result<(), Status> {
     out.send(Msg {
         call,
         end_stream,
+        metadata,
         msg,
     })
     .await
