@@ -6,9 +6,9 @@
 //! `response_size` zero bytes and, when `response_status` is set, fails
 //! with that code and message; streaming calls send one response per
 //! `ResponseParameters` (after `interval_us`); `StreamingInputCall` sums
-//! its request payload sizes; metadata keys `x-grpc-test-echo-initial` and
-//! `x-grpc-test-echo-trailing-bin` are echoed as trailers (tram has no
-//! leading response metadata).
+//! its request payload sizes; `x-grpc-test-echo-initial` is echoed as
+//! leading metadata (response headers) and `x-grpc-test-echo-trailing-bin`
+//! as a trailer.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -52,16 +52,17 @@ fn requested(status: Option<&EchoStatus>) -> Option<Status> {
     Some(Status::new(code, s.message.clone()))
 }
 
-/// The echo metadata the interop cases send, returned as trailers.
-fn echoed(md: &Metadata) -> Metadata {
-    let mut out = Metadata::builder();
+/// The echo metadata the interop cases send: (leading, trailing).
+fn echoed(md: &Metadata) -> (Metadata, Metadata) {
+    let mut leading = Metadata::builder();
     if let Some(Ok(v)) = md.get("x-grpc-test-echo-initial").map(std::str::from_utf8) {
-        let _ = out.ascii("x-grpc-test-echo-initial", v);
+        let _ = leading.ascii("x-grpc-test-echo-initial", v);
     }
+    let mut trailing = Metadata::builder();
     if let Some(v) = md.get("x-grpc-test-echo-trailing-bin") {
-        let _ = out.binary("x-grpc-test-echo-trailing-bin", v);
+        let _ = trailing.binary("x-grpc-test-echo-trailing-bin", v);
     }
-    out.build()
+    (leading.build(), trailing.build())
 }
 
 /// Sends one response per parameter, honouring `interval_us`.
@@ -92,7 +93,7 @@ impl test_service_server::TestService for TestService {
         &self,
         request: Request<SimpleRequest>,
     ) -> Result<Response<SimpleResponse>, Status> {
-        let trailers = echoed(request.metadata());
+        let (leading, trailers) = echoed(request.metadata());
         let req = request.into_inner();
         if let Some(status) = requested(req.response_status.as_ref()) {
             return Err(status.with_trailers(trailers));
@@ -101,7 +102,9 @@ impl test_service_server::TestService for TestService {
             payload: Some(payload(req.response_size)),
             ..SimpleResponse::default()
         };
-        Ok(Response::new(resp).with_trailers(trailers))
+        Ok(Response::new(resp)
+            .with_metadata(leading)
+            .with_trailers(trailers))
     }
 
     async fn cacheable_unary_call(
@@ -148,6 +151,7 @@ impl test_service_server::TestService for TestService {
         &self,
         request: Request<Streaming<StreamingOutputCallRequest>>,
     ) -> Result<Response<Responses>, Status> {
+        let (leading, trailers) = echoed(request.metadata());
         let mut requests = request.into_inner();
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(async move {
@@ -170,7 +174,9 @@ impl test_service_server::TestService for TestService {
                 }
             }
         });
-        Ok(Response::new(Responses(rx)))
+        Ok(Response::new(Responses(rx))
+            .with_metadata(leading)
+            .with_trailers(trailers))
     }
 
     type HalfDuplexCallStream = Responses;

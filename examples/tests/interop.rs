@@ -349,4 +349,31 @@ async fn grpc_interop_cases_through_the_gateway_and_native_tram_on_one_port() {
         .await
         .unwrap();
     assert_eq!(r.get_ref().payload.as_ref().unwrap().body.len(), 1_000);
+    // custom_metadata, natively: the echo of the initial metadata comes
+    // back as leading metadata, the trailing one as a trailer.
+    let md = tram::rpc::Metadata::builder()
+        .ascii("x-grpc-test-echo-initial", "test_initial_metadata_value")
+        .unwrap()
+        .binary("x-grpc-test-echo-trailing-bin", &[0xab, 0xab, 0xab])
+        .unwrap()
+        .build();
+    let r = tram
+        .unary_call(
+            tram::rpc::Request::new(tram_examples::proto::interop::SimpleRequest {
+                response_size: 10,
+                ..Default::default()
+            })
+            .with_metadata(md),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.metadata().get("x-grpc-test-echo-initial"),
+        Some(&b"test_initial_metadata_value"[..])
+    );
+    assert_eq!(r.trailers().get("x-grpc-test-echo-initial"), None);
+    assert_eq!(
+        r.trailers().get("x-grpc-test-echo-trailing-bin"),
+        Some(&[0xab, 0xab, 0xab][..])
+    );
 }

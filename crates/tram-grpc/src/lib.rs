@@ -73,8 +73,8 @@ use h2::server::SendResponse;
 use http::{HeaderMap, HeaderValue, Request as HttpRequest, Response as HttpResponse, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tram::rpc::{
-    Channel, ChannelConfig, Kind, OtherIo, OtherProtocol, RawMessage, Request, ResponseStream,
-    Server, Status,
+    Channel, ChannelConfig, Kind, Metadata, OtherIo, OtherProtocol, RawMessage, Request,
+    ResponseStream, Server, Status,
 };
 
 pub use wire::decode_message;
@@ -319,6 +319,7 @@ impl Call {
             respond,
             stream: None,
             gzip: head.gzip_responses,
+            leading: Metadata::new(),
         };
         match head.kind {
             Kind::Unary => {
@@ -337,6 +338,7 @@ impl Call {
                 match answer {
                     Ok(resp) => {
                         let trailers = resp.trailers().clone();
+                        out.leading = resp.metadata().clone();
                         if out.message(&resp.into_inner().0).await.is_ok() {
                             out.finish(&wire::ok_status(trailers)).await;
                         }
@@ -375,11 +377,9 @@ impl Call {
                     return;
                 };
                 match opened {
-                    Ok(responses) => {
-                        if out.headers().is_ok() {
-                            out.stream(responses).await;
-                        }
-                    }
+                    // The headers go with the first message, and with them
+                    // the handler's leading metadata.
+                    Ok(responses) => out.stream(responses).await,
                     Err(s) => out.finish(&s).await,
                 }
             }
@@ -396,7 +396,11 @@ impl Call {
                     Some(Err(s)) => return out.finish(&s).await,
                     None => return,
                 };
-                if out.headers().is_err() {
+                // A bidirectional client may wait for the headers before it
+                // sends (and the handler for a request before it answers):
+                // they go now. A client-streaming client sends regardless,
+                // so its headers wait for the answer and its metadata.
+                if matches!(head.kind, Kind::Bidi) && out.headers().is_err() {
                     return;
                 }
                 // Requests flow in while responses flow out; the call ends
@@ -486,6 +490,9 @@ struct Out<'a> {
     /// Set once the response headers are out.
     stream: Option<h2::SendStream<Bytes>>,
     gzip: bool,
+    /// The call's leading metadata: in the response headers if it is known
+    /// when they go out, else with the trailers.
+    leading: Metadata,
 }
 
 impl Out<'_> {
@@ -506,9 +513,11 @@ impl Out<'_> {
         Ok(())
     }
 
-    /// Sends the response headers, once. Streaming calls send them as soon
-    /// as the call is open (clients such as tonic wait for them before
-    /// they start sending); unary calls with their one message.
+    /// Sends the response headers, once, with the leading metadata known
+    /// by then. Bidirectional calls send them as soon as the call is open
+    /// (a client may wait for them before it sends its first request);
+    /// the other kinds with their first message, which carries the tram
+    /// handler's leading metadata.
     fn headers(&mut self) -> Result<(), h2::Error> {
         if self.stream.is_none() {
             let mut head = HttpResponse::new(());
@@ -524,6 +533,7 @@ impl Out<'_> {
             if self.gzip {
                 h.insert("grpc-encoding", HeaderValue::from_static("gzip"));
             }
+            wire::metadata_to_headers(&std::mem::take(&mut self.leading), h);
             self.stream = Some(self.respond.send_response(head, false)?);
         }
         Ok(())
@@ -552,12 +562,18 @@ impl Out<'_> {
 
     /// Relays a tram response stream, then its status.
     async fn stream(&mut self, mut responses: ResponseStream<RawMessage>) {
+        let mut first = true;
         loop {
             let Some(next) = self.or_reset(responses.message()).await else {
                 return;
             };
             match next {
                 Ok(Some(m)) => {
+                    if std::mem::take(&mut first) {
+                        // The handler's leading metadata: with the headers
+                        // if they are still to go, else with the trailers.
+                        self.leading = responses.metadata().unwrap_or_default();
+                    }
                     if self.message(&m.0).await.is_err() {
                         return;
                     }
@@ -575,6 +591,8 @@ impl Out<'_> {
             Some(stream) => {
                 let mut trailers = HeaderMap::new();
                 wire::status_headers(status, &mut trailers);
+                // Leading metadata that came after the headers went out.
+                wire::metadata_to_headers(&self.leading, &mut trailers);
                 let _ = stream.send_trailers(trailers);
             }
             None => trailers_only(self.respond, status),

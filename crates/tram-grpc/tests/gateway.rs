@@ -233,3 +233,59 @@ async fn calls_of_one_connection_run_side_by_side() {
     .await
     .expect("the connection's handlers are dropped when it closes");
 }
+
+/// A handler's leading metadata reaches a gRPC client as response headers
+/// (with the unary answer, or with a server stream's first message), its
+/// trailers as trailers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leading_metadata_becomes_response_headers() {
+    const UNARY: &str = "/test.Lead/Unary";
+    const STREAM: &str = "/test.Lead/Stream";
+    let md = |k: &str, v: &str| tram::rpc::Metadata::builder().ascii(k, v).unwrap().build();
+    let server = Server::builder()
+        .unary(
+            UNARY,
+            move |req: tram::rpc::Request<RawMessage>| async move {
+                Ok(Response::new(req.into_inner())
+                    .with_metadata(md("x-lead", "unary"))
+                    .with_trailers(md("x-trail", "t")))
+            },
+        )
+        .server_streaming(
+            STREAM,
+            move |req: tram::rpc::Request<RawMessage>| async move {
+                let m = req.into_inner();
+                let items = vec![Ok(m.clone()), Ok(m)];
+                Ok(Response::new(tokio_stream::iter(items)).with_metadata(md("x-lead", "stream")))
+            },
+        )
+        .build();
+    let server = tram_grpc::with_gateway(server);
+    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(server.serve_listener(listener, std::future::pending()));
+    for (path, lead, messages) in [(UNARY, "unary", 1), (STREAM, "stream", 2)] {
+        let mut client = h2(addr).await;
+        let (resp, mut send) = client.send_request(grpc_request(path, &[]), false).unwrap();
+        send.send_data(one_message(b"m"), true).unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(5), resp)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(resp.headers()["x-lead"], lead, "{path}");
+        let mut body = resp.into_body();
+        let mut got = 0;
+        while let Some(data) = body.data().await {
+            got += data.unwrap().len();
+        }
+        assert_eq!(got, messages * one_message(b"m").len(), "{path}");
+        let trailers = body.trailers().await.unwrap().unwrap();
+        assert_eq!(trailers["grpc-status"], "0");
+        assert!(trailers.get("x-lead").is_none(), "{path}: {trailers:?}");
+        if path == UNARY {
+            assert_eq!(trailers["x-trail"], "t");
+        }
+    }
+}
