@@ -51,9 +51,14 @@
 //! `alpn_protocols = [b"h2", ...]` for that. Other TLS clients speak tram.
 //!
 //! Responses are gzip-compressed when the client accepts gzip and
-//! [`GatewayConfig::compress_responses`] is on. tram has no response
-//! headers other than the status trailers, so custom initial (leading)
-//! response metadata is not sent.
+//! [`GatewayConfig::compress_responses`] is on.
+//!
+//! A handler's leading metadata (`Response::with_metadata`) becomes the
+//! HTTP response headers. Unary, server- and client-streaming calls send
+//! their headers with the first response message; a bidirectional call
+//! sends them as it opens (a client may wait for them before it sends its
+//! first request), so a bidi handler's leading metadata arrives with the
+//! trailers instead.
 
 pub mod standard;
 mod wake;
