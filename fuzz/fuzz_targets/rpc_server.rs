@@ -84,7 +84,7 @@ enum Step {
     Settings,
     Bind { method: u8, route: u8 },
     Call { call: u8, method: u8, end: bool, timeout_ms: Option<u16>, n: Option<u64>, metadata: bool },
-    Message { call: u8, end: bool, n: u64 },
+    Message { call: u8, end: bool, md: bool, n: u64 },
     End { call: u8 },
     Cancel { call: u8 },
     Credit { call: u8, n: u32 },
@@ -129,10 +129,17 @@ fn encode(input: &Input) -> BytesMut {
                 }),
                 message: n.map(encode_num),
             }),
-            Step::Message { call, end, n } => Frame::Message(wire::Message {
+            Step::Message { call, end, md, n } => Frame::Message(wire::Message {
                 call: u32::from(call % 16),
                 end_stream: *end,
-                metadata: None,
+                // Leading metadata is the server's: from a client it is a
+                // protocol error the server must survive.
+                metadata: md.then(|| {
+                    wire::Metadata::builder()
+                        .ascii("k", "v")
+                        .expect("valid")
+                        .build()
+                }),
                 payload: encode_num(*n),
             }),
             Step::End { call } => Frame::End(wire::End::new(u32::from(call % 16), wire::Code::Ok)),
