@@ -42,6 +42,11 @@ async fn start(dropped: Arc<AtomicUsize>) -> SocketAddr {
             Ok(Response::new(req.into_inner()))
         })
         .build();
+    serve(server).await
+}
+
+/// Serves `server` with its gateway on an ephemeral loopback port.
+async fn serve(server: Server) -> SocketAddr {
     let server = tram_grpc::with_gateway(server);
     let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
         .await
@@ -167,12 +172,7 @@ async fn interceptors_guard_grpc_calls_too() {
             Ok(Response::new(req.into_inner()))
         })
         .build();
-    let server = tram_grpc::with_gateway(server);
-    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(server.serve_listener(listener, std::future::pending()));
+    let addr = serve(server).await;
     let (_, h) = call(addr, grpc_request(SLEEP, &[]), one_message(b"x")).await;
     assert_eq!(h["grpc-status"], "16");
     assert_eq!(
@@ -260,12 +260,7 @@ async fn leading_metadata_becomes_response_headers() {
             },
         )
         .build();
-    let server = tram_grpc::with_gateway(server);
-    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(server.serve_listener(listener, std::future::pending()));
+    let addr = serve(server).await;
     for (path, lead, messages) in [(UNARY, "unary", 1), (STREAM, "stream", 2)] {
         let mut client = h2(addr).await;
         let (resp, mut send) = client.send_request(grpc_request(path, &[]), false).unwrap();
