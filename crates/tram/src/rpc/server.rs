@@ -470,6 +470,9 @@ where
     S: Stream<Item = Result<M, Status>>,
 {
     let mut headers = Some(headers).filter(|h| !h.is_empty());
+    // Credit taken from the call's shared state, counted down here (a
+    // cancelled call stops this loop by dropping it, not through credit).
+    let mut credit: u64 = 0;
     let shared = &start.stream_state();
     let mut stream = pin!(stream);
     // While the handler's stream has messages ready and the client has
@@ -489,10 +492,15 @@ where
             return Ok(headers.unwrap_or_default());
         };
         let item = item?;
-        if !shared.try_take_send_credit()? {
-            cork = None;
-            shared.take_send_credit().await?;
+        if credit == 0 {
+            credit = shared.take_all_send_credit()?;
+            if credit == 0 {
+                cork = None;
+                shared.take_send_credit().await?;
+                credit = 1 + shared.take_all_send_credit()?;
+            }
         }
+        credit -= 1;
         if cork.is_none() {
             cork = Some(start.out.cork());
         }

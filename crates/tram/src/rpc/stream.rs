@@ -167,17 +167,15 @@ impl CallShared {
         r.into_iter().chain(w).for_each(Waker::wake);
     }
 
-    /// Takes credit to send one message if the peer has granted some.
-    pub(crate) fn try_take_send_credit(&self) -> Result<bool, Status> {
+    /// Takes all the credit the peer has granted (0 if none), for a sender
+    /// that counts it down itself: one lock per run of messages rather
+    /// than per message.
+    pub(crate) fn take_all_send_credit(&self) -> Result<u64, Status> {
         let mut st = self.st.lock();
         if let Some(s) = &st.aborted {
             return Err(s.clone());
         }
-        if st.send_credit > 0 {
-            st.send_credit -= 1;
-            return Ok(true);
-        }
-        Ok(false)
+        Ok(std::mem::take(&mut st.send_credit))
     }
 
     /// Waits for credit to send one message, and takes it.
