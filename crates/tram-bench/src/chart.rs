@@ -98,15 +98,7 @@ pub(crate) fn compare(path: &Path, report: &compare::Report) -> anyhow::Result<(
         ))
         .map_err(draw_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw_err)?;
-    root.present().map_err(draw_err)?;
-    Ok(())
+    finish(&mut chart, &root)
 }
 
 /// Latency percentiles against offered load for every system, one line per
@@ -183,6 +175,19 @@ pub(crate) fn rate(path: &Path, report: &rate::Report) -> anyhow::Result<()> {
                 PathElement::new(vec![(x, y), (x + 16, y)], c.mix(0.5).stroke_width(1))
             });
     }
+    finish(&mut chart, &root)
+}
+
+/// 250 µs, 1 ms, 2.5 s.
+/// Draws the legend and writes the file.
+fn finish<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -194,7 +199,6 @@ pub(crate) fn rate(path: &Path, report: &rate::Report) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// 250 µs, 1 ms, 2.5 s.
 fn micros(us: f64) -> String {
     if us >= 1e6 {
         format!("{} s", us / 1e6)

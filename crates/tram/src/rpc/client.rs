@@ -283,23 +283,30 @@ impl Channel {
         if let [slot] = slots.as_slice() {
             return slot.conn.read().as_ref().filter(|c| c.usable()).cloned();
         }
+        match self.survey() {
+            (Some((0, c)), _) => Some(c),
+            (best, empty) if empty.is_empty() => best.map(|(_, c)| c),
+            _ => None,
+        }
+    }
+
+    /// The pool as it is: its least loaded usable connection (with its
+    /// load), and the slots without one.
+    fn survey(&self) -> (Option<(usize, Arc<ClientConn>)>, Vec<usize>) {
         let mut best: Option<(usize, Arc<ClientConn>)> = None;
-        let mut empty = false;
-        for slot in slots {
+        let mut empty = Vec::new();
+        for (i, slot) in self.inner.slots.iter().enumerate() {
             match slot.conn.read().as_ref() {
                 Some(c) if c.usable() => {
                     let load = c.in_flight.load(Ordering::Relaxed);
-                    if load == 0 {
-                        return Some(c.clone());
-                    }
                     if best.as_ref().is_none_or(|(l, _)| load < *l) {
                         best = Some((load, c.clone()));
                     }
                 }
-                _ => empty = true,
+                _ => empty.push(i),
             }
         }
-        if empty { None } else { best.map(|(_, c)| c) }
+        (best, empty)
     }
 
     /// A unary call on the general path: waits for a connection and for
@@ -546,19 +553,7 @@ impl Channel {
     /// calls opens the pool rather than queueing on one connection.
     async fn connection(&self) -> Result<Arc<ClientConn>, Status> {
         let inner = &*self.inner;
-        let mut best: Option<(usize, Arc<ClientConn>)> = None;
-        let mut empty = Vec::new();
-        for (i, slot) in inner.slots.iter().enumerate() {
-            match slot.conn.read().as_ref() {
-                Some(c) if c.usable() => {
-                    let load = c.in_flight.load(Ordering::Relaxed);
-                    if best.as_ref().is_none_or(|(l, _)| load < *l) {
-                        best = Some((load, c.clone()));
-                    }
-                }
-                _ => empty.push(i),
-            }
-        }
+        let (best, empty) = self.survey();
         if let Some((0, c)) = best {
             return Ok(c);
         }
