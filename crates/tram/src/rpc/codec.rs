@@ -140,8 +140,12 @@ impl<M: prost::Message> Encoder<Msg<'_, M>> for RpcEncoder {
                     max: self.peer.max_metadata_size,
                 });
             }
-            self.check(tram_wire::varint::encoded_len(item.call.into()) + 10 + md_len + len)?;
-            dst.reserve(tram_wire::MAX_HEADER_LEN + 15 + md_len + len);
+            let body = tram_wire::varint::encoded_len(item.call.into())
+                + tram_wire::varint::encoded_len(md_len as u64)
+                + md_len
+                + len;
+            self.check(body)?;
+            dst.reserve(tram_wire::MAX_HEADER_LEN + body);
             encode_message_header_with_metadata(dst, item.call, item.end_stream, md, len);
             item.msg.encode_raw(dst);
             return Ok(());
