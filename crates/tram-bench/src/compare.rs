@@ -31,8 +31,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
 use crate::harness::{
-    Hist, Machine, Percentiles, ProcArgs, Recorder, Server, Summary, client_runtime,
-    measure_window, new_hist, si, write_json,
+    Counts, Hist, Machine, Percentiles, ProcArgs, Recorder, Server, Summary, client_runtime,
+    measure_window, new_hist, si, static_payload, write_json,
 };
 
 /// tonic's generated code.
@@ -275,12 +275,12 @@ async fn measure(
     payload: usize,
     args: &Args,
 ) -> anyhow::Result<Sample> {
-    let done = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(Counts::new(c));
     let recording = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let load = Load {
         c,
-        payload: Bytes::from(vec![0xab; payload]),
+        payload: static_payload(payload),
         done: done.clone(),
         recording: recording.clone(),
         stop: stop.clone(),
@@ -293,7 +293,14 @@ async fn measure(
         "protosocket" => tokio::spawn(load.protosocket(addr)),
         _ => tokio::spawn(load.floor(addr)),
     };
-    let window = measure_window(&done, Some(&recording), server, args.warmup, args.secs).await;
+    let window = measure_window(
+        || done.total(),
+        Some(&recording),
+        server,
+        args.warmup,
+        args.secs,
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
     let latency = tokio::time::timeout(Duration::from_secs(10), task)
         .await??
@@ -313,37 +320,60 @@ async fn measure(
 struct Load {
     c: usize,
     payload: Bytes,
-    done: Arc<AtomicU64>,
+    done: Arc<Counts>,
     recording: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 }
 
+/// One caller's bookkeeping, the same for every system: its own latency
+/// buffer and completion counter, so callers share nothing but the client
+/// under test.
+struct Caller {
+    index: usize,
+    load: Load,
+    rec: Recorder,
+    next_id: u64,
+}
+
+impl Caller {
+    /// The next request id while the load runs (unique across callers).
+    fn next(&mut self) -> Option<u64> {
+        if self.load.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.next_id += 1;
+        Some(self.next_id)
+    }
+
+    /// Call `id`, begun at `began`, answered with `got`.
+    fn done(&mut self, id: u64, got: u64, began: Instant) -> anyhow::Result<()> {
+        anyhow::ensure!(got == id, "response {got} for request {id}");
+        if self.load.recording.load(Ordering::Relaxed) {
+            self.rec.record(began.elapsed().as_nanos() as u64);
+        }
+        self.load.done.add(self.index, 1);
+        Ok(())
+    }
+}
+
 impl Load {
-    /// Runs `c` callers of `call` until stopped; merges their histograms.
-    async fn callers<F, Fut>(&self, call: F) -> anyhow::Result<Hist>
+    /// Runs `c` callers until stopped and merges their histograms. `caller`
+    /// builds each one's loop: it takes its own client handle once, then
+    /// calls through [`Caller`].
+    async fn callers<F, Fut>(&self, caller: F) -> anyhow::Result<Hist>
     where
-        F: Fn(u64) -> Fut + Clone + Send + 'static,
-        Fut: Future<Output = anyhow::Result<u64>> + Send,
+        F: Fn(Caller) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
         let hist = Arc::new(parking_lot::Mutex::new(new_hist()));
         let mut tasks = Vec::new();
         for t in 0..self.c {
-            let (this, call, hist) = (self.clone(), call.clone(), hist.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut rec = Recorder::new(hist);
-                let mut id = (t as u64) << 40;
-                while !this.stop.load(Ordering::Relaxed) {
-                    id += 1;
-                    let began = Instant::now();
-                    let got = call(id).await?;
-                    anyhow::ensure!(got == id, "response {got} for request {id}");
-                    if this.recording.load(Ordering::Relaxed) {
-                        rec.record(began.elapsed().as_nanos() as u64);
-                    }
-                    this.done.fetch_add(1, Ordering::Relaxed);
-                }
-                anyhow::Ok(())
-            }));
+            tasks.push(tokio::spawn(caller(Caller {
+                index: t,
+                load: self.clone(),
+                rec: Recorder::new(hist.clone()),
+                next_id: (t as u64) << 40,
+            })));
         }
         for t in tasks {
             t.await??;
@@ -354,14 +384,20 @@ impl Load {
 
     async fn tram(self, addr: SocketAddr) -> anyhow::Result<Hist> {
         let ch = tram::rpc::Channel::new(addr.to_string());
-        let payload = self.payload.clone();
-        self.callers(move |id| {
-            let (ch, payload) = (ch.clone(), payload.clone());
+        self.callers(|mut me| {
+            let (ch, payload) = (ch.clone(), self.payload.clone());
             async move {
-                let r: tram::rpc::Response<EchoMessage> = ch
-                    .unary(PATH, tram::rpc::Request::new(EchoMessage { id, payload }))
-                    .await?;
-                Ok(r.get_ref().id)
+                while let Some(id) = me.next() {
+                    let began = Instant::now();
+                    let request = EchoMessage {
+                        id,
+                        payload: payload.clone(),
+                    };
+                    let r: tram::rpc::Response<EchoMessage> =
+                        ch.unary(PATH, tram::rpc::Request::new(request)).await?;
+                    me.done(id, r.get_ref().id, began)?;
+                }
+                Ok(())
             }
         })
         .await
@@ -372,10 +408,20 @@ impl Load {
             .connect()
             .await?;
         let client = pb::echo_client::EchoClient::new(channel);
-        let payload = self.payload.clone();
-        self.callers(move |id| {
-            let (mut client, payload) = (client.clone(), payload.clone());
-            async move { Ok(client.say(EchoMessage { id, payload }).await?.get_ref().id) }
+        self.callers(|mut me| {
+            let (mut client, payload) = (client.clone(), self.payload.clone());
+            async move {
+                while let Some(id) = me.next() {
+                    let began = Instant::now();
+                    let request = EchoMessage {
+                        id,
+                        payload: payload.clone(),
+                    };
+                    let got = client.say(request).await?.get_ref().id;
+                    me.done(id, got, began)?;
+                }
+                Ok(())
+            }
         })
         .await
     }
@@ -387,21 +433,24 @@ impl Load {
         let (client, connection) =
             protosocket_rpc::client::connect::<ps::ClientCodec, _>(addr, &config).await?;
         let driver = tokio::spawn(connection);
-        let client = Arc::new(client);
-        let payload = self.payload.clone();
         let hist = self
-            .callers(move |id| {
-                let (client, payload) = (client.clone(), payload.clone());
+            .callers(|mut me| {
+                let (client, payload) = (client.clone(), self.payload.clone());
                 async move {
-                    // protosocket-rpc 2.0.2 takes the message id from the
-                    // caller: it must be unique per call in flight.
-                    let completion = client.send_unary(ps::Msg {
-                        request_id: id,
-                        code: 0,
-                        id,
-                        payload,
-                    })?;
-                    Ok(completion.await?.id)
+                    while let Some(id) = me.next() {
+                        let began = Instant::now();
+                        // protosocket-rpc 2.0.2 takes the message id from
+                        // the caller: it must be unique per call in flight.
+                        let completion = client.send_unary(ps::Msg {
+                            request_id: id,
+                            code: 0,
+                            id,
+                            payload: payload.clone(),
+                        })?;
+                        let got = completion.await?.id;
+                        me.done(id, got, began)?;
+                    }
+                    Ok(())
                 }
             })
             .await;
@@ -463,7 +512,7 @@ impl Load {
                 n += 1;
             }
             in_flight.fetch_sub(n, Ordering::AcqRel);
-            self.done.fetch_add(n, Ordering::Relaxed);
+            self.done.add(0, n);
             room.notify_one();
             buf.reserve(64 * 1024);
         }

@@ -184,7 +184,7 @@ pub(crate) struct Window {
 /// Waits out the warm-up, then counts `done` and both processes' CPU over
 /// `secs`; `recording` is set for the duration of the window.
 pub(crate) async fn measure_window(
-    done: &std::sync::atomic::AtomicU64,
+    done: impl Fn() -> u64,
     recording: Option<&std::sync::atomic::AtomicBool>,
     server: &Server,
     warmup: f64,
@@ -196,14 +196,14 @@ pub(crate) async fn measure_window(
         r.store(true, Ordering::Relaxed);
     }
     let (n0, t0, c0, s0) = (
-        done.load(Ordering::Relaxed),
+        done(),
         std::time::Instant::now(),
         self_cpu()?,
         server.cpu()?,
     );
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
     let (n1, t1, c1, s1) = (
-        done.load(Ordering::Relaxed),
+        done(),
         std::time::Instant::now(),
         self_cpu()?,
         server.cpu()?,
@@ -280,6 +280,61 @@ pub(crate) fn write_json<T: serde::Serialize>(
     let json = serde_json::to_string_pretty(value)?;
     std::fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
+}
+
+/// Completed operations, counted per caller, each counter on a cache line
+/// of its own: with one shared counter, every call on every thread would
+/// write the same line, and the bench would measure that line moving
+/// between cores as much as the system under test.
+pub(crate) struct Counts(Box<[Padded]>);
+
+#[repr(align(128))]
+struct Padded(std::sync::atomic::AtomicU64);
+
+impl Counts {
+    pub(crate) fn new(callers: usize) -> Counts {
+        Counts(
+            (0..callers.max(1))
+                .map(|_| Padded(std::sync::atomic::AtomicU64::new(0)))
+                .collect(),
+        )
+    }
+
+    /// Counts `n` more for caller `i`.
+    pub(crate) fn add(&self, i: usize, n: u64) {
+        let c = &self.0[i % self.0.len()].0;
+        // Only caller `i` writes its counter: a load and a store, no locked
+        // read-modify-write.
+        c.store(
+            c.load(std::sync::atomic::Ordering::Relaxed) + n,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn total(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|c| c.0.load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// A payload of `len` bytes whose clones share no reference count: a
+/// `Bytes` over a leaked buffer (one per size, for the life of the process),
+/// so that handing every call its own copy costs no write to a line that
+/// every caller shares.
+pub(crate) fn static_payload(len: usize) -> bytes::Bytes {
+    static CACHE: std::sync::Mutex<Vec<(usize, &'static [u8])>> = std::sync::Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let buf = match cache.iter().find(|(n, _)| *n == len) {
+        Some((_, b)) => *b,
+        None => {
+            let b: &'static [u8] = Box::leak(vec![0xab; len].into_boxed_slice());
+            cache.push((len, b));
+            b
+        }
+    };
+    bytes::Bytes::from_static(buf)
 }
 
 /// A latency histogram in nanoseconds, 1 ns to 60 s, 3 significant digits.

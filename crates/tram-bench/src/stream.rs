@@ -271,7 +271,7 @@ async fn measure(
             received.clone(),
         )),
     };
-    let window = measure_window(&received, None, server, args.warmup, args.secs).await;
+    let window = measure_window(|| received.load(Ordering::Relaxed), None, server, args.warmup, args.secs).await;
     stop.store(true, Ordering::Relaxed);
     client.abort();
     let _ = client.await;
