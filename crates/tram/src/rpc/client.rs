@@ -1219,6 +1219,7 @@ impl ClientConn {
     ) -> Status {
         let mut settled = false;
         let mut wakers = Vec::new();
+        let mut batch = Vec::new();
         // Keepalive: the timer is only looked at when it fires; frames just
         // move `last_rx` (a clock read per read, no timer reset).
         let far = Duration::from_secs(3600);
@@ -1275,30 +1276,35 @@ impl ClientConn {
                 }
                 continue;
             }
-            // Every frame this read brought in is handled under one lock;
+            // Every frame this read brought in is decoded first, then
+            // handled under one short lock (decoding under it would hold
+            // off the callers on other threads for the whole batch);
             // callers are woken after it is released, so that they do not
             // wake up only to wait for it.
-            let mut broken = None;
             let mut failed = None;
+            batch.push(frame);
+            loop {
+                match inbound.try_recv() {
+                    Some(Ok(f)) => batch.push(f),
+                    Some(Err(e)) => {
+                        // Reported once the frames before it are handled.
+                        failed = Some(e);
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            let mut broken = None;
             {
                 let mut calls = self.calls.lock();
-                let mut next = Some(frame);
-                while let Some(frame) = next.take() {
+                for frame in batch.drain(..) {
                     if let Err(b) = self.on_frame(&mut calls, frame, &mut wakers) {
                         broken = Some(b);
                         break;
                     }
-                    next = match inbound.try_recv() {
-                        Some(Ok(f)) => Some(f),
-                        Some(Err(e)) => {
-                            // Reported once: keep it for after the batch.
-                            failed = Some(e);
-                            None
-                        }
-                        None => None,
-                    };
                 }
             }
+            batch.clear();
             wakers.drain(..).for_each(Waker::wake);
             if let Some(b) = broken {
                 return self.violation(b);

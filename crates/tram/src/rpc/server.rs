@@ -70,6 +70,8 @@ impl Start {
 type Handler = Box<dyn Fn(Start) -> BoxFuture + Send + Sync>;
 
 struct Route {
+    /// The method's path, as bound (`/package.Service/Method`).
+    name: Box<str>,
     kind: Kind,
     handler: Handler,
 }
@@ -240,14 +242,14 @@ impl Timers {
 /// Builds a [`Server`] from methods, each registered under its full path
 /// `/package.Service/Method`.
 pub struct ServerBuilder {
-    routes: HashMap<String, Route>,
+    routes: HashMap<String, Arc<Route>>,
     config: ServerConfig,
 }
 
 /// A tram RPC server. Cloning is cheap and shares the routes.
 #[derive(Clone)]
 pub struct Server {
-    routes: Arc<HashMap<String, Route>>,
+    routes: Arc<HashMap<String, Arc<Route>>>,
     config: Arc<ServerConfig>,
     /// Serves connections that do not open with tram's preface.
     other: Option<Arc<dyn OtherProtocol>>,
@@ -643,10 +645,11 @@ impl ServerBuilder {
     ) -> Self {
         self.routes.insert(
             path.to_owned(),
-            Route {
+            Arc::new(Route {
+                name: path.into(),
                 kind,
                 handler: Box::new(handler),
-            },
+            }),
         );
         self
     }
@@ -900,12 +903,13 @@ struct CallEntry {
 }
 
 struct Driver {
-    routes: Arc<HashMap<String, Route>>,
+    routes: Arc<HashMap<String, Arc<Route>>>,
     settings: Settings,
     peer: Option<Settings>,
     out: Sender<RpcEncoder>,
-    /// Method numbers bound by the client, to our routes (`None`: unknown).
-    methods: super::IdMap<Option<String>>,
+    /// Method numbers bound by the client, to our routes (`None`: unknown):
+    /// a call finds its handler by number, without hashing its path.
+    methods: super::IdMap<Option<Arc<Route>>>,
     calls: super::IdMap<CallEntry>,
     exec: Exec<CallId>,
     /// CALL frames accepted so far.
@@ -979,7 +983,7 @@ async fn open_transport(
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    routes: Arc<HashMap<String, Route>>,
+    routes: Arc<HashMap<String, Arc<Route>>>,
     config: Arc<ServerConfig>,
     stop: watch::Receiver<bool>,
     other: Option<Arc<dyn OtherProtocol>>,
@@ -1045,7 +1049,7 @@ impl Server {
 
 async fn serve_transport(
     transport: Transport,
-    routes: Arc<HashMap<String, Route>>,
+    routes: Arc<HashMap<String, Arc<Route>>>,
     config: Arc<ServerConfig>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), conn::Error> {
@@ -1243,7 +1247,7 @@ impl Driver {
                         "too many bound methods".into(),
                     ));
                 }
-                let known = self.routes.contains_key(&b.name).then_some(b.name);
+                let known = self.routes.get(&b.name).cloned();
                 self.methods.insert(b.method, known);
                 Ok(())
             }
@@ -1391,7 +1395,7 @@ impl Driver {
             }
             Ok(())
         };
-        let Some(route) = bound.as_ref().and_then(|name| self.routes.get(name)) else {
+        let Some(route) = bound.as_deref() else {
             return reject(self, entry, Status::unimplemented("unknown method"));
         };
         if self.calls.len() >= self.settings.max_concurrent_calls as usize {
@@ -1404,7 +1408,7 @@ impl Driver {
         if let Some(check) = &self.interceptor {
             let empty = Metadata::new();
             let info = CallInfo {
-                method: bound.as_deref().unwrap_or_default(),
+                method: &route.name,
                 metadata: c.metadata.as_ref().unwrap_or(&empty),
                 peer: self.remote,
                 peer_certificates: self.peer_certificates.as_deref(),
