@@ -49,6 +49,7 @@ pub(crate) fn client_runtime(p: &ProcArgs) -> anyhow::Result<tokio::runtime::Run
     if p.pin {
         pin_to(CLIENT_CPU)?;
     }
+    if let Ok(w) = std::env::var("TB_CLIENT_WORKERS") { return runtime(w.parse()?); }
     runtime(p.workers.into())
 }
 
