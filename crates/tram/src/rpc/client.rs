@@ -829,25 +829,6 @@ enum State {
     Stream(Arc<CallShared>),
 }
 
-/// Messages up to this size are copied out of the read buffer.
-const OWN_BELOW: usize = 512;
-
-/// `frame`, with a small message's payload in an allocation of its own
-/// rather than a slice of the read buffer. The buffer's reference count is
-/// shared by every message of a read: left as slices, each caller would
-/// drop its response on its own thread, and every call would move that one
-/// counter's cache line between cores. Copying 16 or 100 bytes on the
-/// reader's thread costs less than that.
-fn own_small(frame: Frame) -> Frame {
-    match frame {
-        Frame::Message(mut m) if m.payload.len() <= OWN_BELOW => {
-            m.payload = Bytes::copy_from_slice(&m.payload);
-            Frame::Message(m)
-        }
-        f => f,
-    }
-}
-
 /// A protocol violation by the server.
 struct Broken(String);
 
@@ -1307,10 +1288,10 @@ impl ClientConn {
             // callers are woken after it is released, so that they do not
             // wake up only to wait for it.
             let mut failed = None;
-            batch.push(own_small(frame));
+            batch.push(frame);
             loop {
                 match inbound.try_recv() {
-                    Some(Ok(f)) => batch.push(own_small(f)),
+                    Some(Ok(f)) => batch.push(f),
                     Some(Err(e)) => {
                         // Reported once the frames before it are handled.
                         failed = Some(e);
