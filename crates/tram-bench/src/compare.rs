@@ -96,11 +96,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let rt = client_runtime(&args.proc)?;
     println!(
-        "unary echo: {} rounds x {}s per system, {} workers per process{}, systems interleaved",
+        "unary echo: {} rounds x {}s per system, {}, systems interleaved",
         args.rounds,
         args.secs,
-        args.proc.workers,
-        if args.proc.pin { ", pinned" } else { "" }
+        args.proc.describe()
     );
     let mut results = Vec::new();
     for &payload in &args.payload {

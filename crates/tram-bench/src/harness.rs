@@ -14,6 +14,11 @@ pub(crate) struct ProcArgs {
     /// Runtime worker threads in each process (client and server).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub(crate) workers: u16,
+    /// Runtime worker threads in the client process only, overriding
+    /// `--workers` there (the servers keep `--workers`): shows what a
+    /// client's callers cost when the scheduler spreads them over threads.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) client_workers: Option<u16>,
     /// Pin the client process to CPU 0 and every server process to CPU 1
     /// (all of each process's threads). Off by default: the scheduler
     /// places threads.
@@ -23,6 +28,30 @@ pub(crate) struct ProcArgs {
     #[arg(long, default_value = "target/tram-bench")]
     #[serde(skip)]
     pub(crate) out: std::path::PathBuf,
+}
+
+impl ProcArgs {
+    /// How the processes run, for a run's banner: "2 workers per process",
+    /// "1 client worker, 2 per server", with ", pinned" when pinned.
+    pub(crate) fn describe(&self) -> String {
+        let workers = match self.client_workers {
+            Some(c) if c != self.workers => format!(
+                "{c} client worker{}, {} per server",
+                if c == 1 { "" } else { "s" },
+                self.workers
+            ),
+            _ => format!(
+                "{} worker{} per process",
+                self.workers,
+                if self.workers == 1 { "" } else { "s" }
+            ),
+        };
+        if self.pin {
+            workers + ", pinned"
+        } else {
+            workers
+        }
+    }
 }
 
 /// The CPU the client process is pinned to with `--pin`; servers take the
@@ -49,8 +78,7 @@ pub(crate) fn client_runtime(p: &ProcArgs) -> anyhow::Result<tokio::runtime::Run
     if p.pin {
         pin_to(CLIENT_CPU)?;
     }
-    if let Ok(w) = std::env::var("TB_CLIENT_WORKERS") { return runtime(w.parse()?); }
-    runtime(p.workers.into())
+    runtime(p.client_workers.unwrap_or(p.workers).into())
 }
 
 /// Arguments of the hidden `serve` subcommand.

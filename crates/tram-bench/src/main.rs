@@ -104,11 +104,22 @@ mod tests {
         assert_eq!(a.payload, vec![16, 512, 16384]);
         assert_eq!(a.systems, vec!["tram", "floor"]);
         assert_eq!((a.proc.workers, a.proc.pin), (1, true));
+        assert_eq!(a.proc.client_workers, None);
+        assert_eq!(a.proc.describe(), "1 worker per process, pinned");
+        let Command::Compare(a) = parse(&["compare", "--client-workers", "1"])
+            .unwrap()
+            .command
+        else {
+            panic!("not compare")
+        };
+        assert_eq!((a.proc.workers, a.proc.client_workers), (2, Some(1)));
+        assert_eq!(a.proc.describe(), "1 client worker, 2 per server");
     }
 
     #[test]
     fn bad_arguments_are_refused() {
         assert!(parse(&["compare", "--workers", "0"]).is_err());
+        assert!(parse(&["compare", "--client-workers", "0"]).is_err());
         assert!(parse(&["compare", "--concurrency", "many"]).is_err());
         assert!(parse(&["rate", "--rates", "10k,fast"]).is_err());
         assert!(parse(&["frobnicate"]).is_err());

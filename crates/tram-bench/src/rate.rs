@@ -184,7 +184,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let rt = client_runtime(&args.proc)?;
     println!(
-        "open-loop unary echo: {} B, rates {}, {}s per point, {} round(s), {} workers per process",
+        "open-loop unary echo: {} B, rates {}, {}s per point, {} round(s), {}",
         args.payload,
         args.rates
             .iter()
@@ -193,7 +193,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .join(" "),
         args.secs,
         args.rounds,
-        args.proc.workers
+        args.proc.describe()
     );
     let mut steps: Vec<Vec<Step>> = args.systems.iter().map(|_| Vec::new()).collect();
     let mut alive = vec![true; args.systems.len()];

@@ -114,8 +114,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let rt = client_runtime(&args.proc)?;
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); args.systems.len()];
     println!(
-        "stream echo: {} B payload, {} in flight, {} rounds x {}s, {} workers per process",
-        args.size, args.window, args.rounds, args.secs, args.proc.workers
+        "stream echo: {} B payload, {} in flight, {} rounds x {}s, {}",
+        args.size,
+        args.window,
+        args.rounds,
+        args.secs,
+        args.proc.describe()
     );
     for round in 0..args.rounds {
         for (i, (system, server)) in args.systems.iter().zip(&servers).enumerate() {
@@ -271,7 +275,14 @@ async fn measure(
             received.clone(),
         )),
     };
-    let window = measure_window(|| received.load(Ordering::Relaxed), None, server, args.warmup, args.secs).await;
+    let window = measure_window(
+        || received.load(Ordering::Relaxed),
+        None,
+        server,
+        args.warmup,
+        args.secs,
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
     client.abort();
     let _ = client.await;
