@@ -178,6 +178,42 @@ async fn dropping_every_sender_closes_the_write_side() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_writes_what_is_queued_then_ends_the_stream_for_every_clone() {
+    for policy in [FlushPolicy::Immediate, FlushPolicy::Explicit] {
+        let (addr, accept) = silent_peer().await;
+        let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+        let peer = accept.await.unwrap();
+        let config = Config::default().flush(policy);
+        let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+        let (mut peer_in, _peer_out) =
+            Connection::new(peer, LengthDelimited::new(), Config::default());
+        let clone = sender.clone();
+        sender.send(&b"one"[..]).await.unwrap();
+        {
+            // Queued under a cork: close still writes it.
+            let _cork = clone.cork();
+            clone.send(&b"two"[..]).await.unwrap();
+            sender.close();
+        }
+        for s in [&sender, &clone] {
+            assert!(s.is_closed());
+            let err = s.send(&b"late"[..]).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Closed);
+            assert!(matches!(
+                s.try_send(&b"late"[..]),
+                Err(TrySendError::Closed(_))
+            ));
+        }
+        for want in [&b"one"[..], &b"two"[..]] {
+            let got = within(5, "a queued message", peer_in.recv()).await;
+            assert_eq!(&got.unwrap().unwrap()[..], want, "{policy:?}");
+        }
+        // The FIN arrives although both senders are still alive.
+        assert!(within(5, "end of stream", peer_in.recv()).await.is_none());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn encode_errors_queue_nothing_and_closed_connections_refuse() {
     let (addr, accept) = silent_peer().await;
     let stream = connect(addr, &TcpConfig::default()).await.unwrap();

@@ -54,8 +54,9 @@ pub enum FlushPolicy {
 
 /// The cloneable sending half of a message-stream connection.
 ///
-/// When every clone is dropped, what is queued is written and then the
-/// transport's write side is shut down (a TCP FIN).
+/// When every clone is dropped, or one calls [`Sender::close`], what is
+/// queued is written and then the transport's write side is shut down (a
+/// TCP FIN).
 pub struct Sender<E> {
     shared: Arc<Shared<E>>,
 }
@@ -101,8 +102,18 @@ struct State<E> {
     waiters: bool,
     /// The connection can no longer send.
     closed: Option<ErrorKind>,
+    /// [`Sender::close`] was called: nothing more is queued; the writer
+    /// writes what is and then shuts the write side down.
+    closing: bool,
     /// Live [`Cork`] guards: while any, senders only queue.
     corked: usize,
+}
+
+impl<E> State<E> {
+    /// Whether senders are turned away: closed, or closing.
+    fn refuses(&self) -> bool {
+        self.closed.is_some() || self.closing
+    }
 }
 
 /// What a sender does after queueing, once the lock is released.
@@ -188,7 +199,7 @@ impl<E> Sender<E> {
     {
         let shared = &*self.shared;
         let mut st = shared.state.lock();
-        if st.closed.is_some() {
+        if st.refuses() {
             return Err(TrySendError::Closed(item));
         }
         if st.queue.len() >= shared.max_queued {
@@ -251,7 +262,7 @@ impl<E> Sender<E> {
     {
         let shared = &*self.shared;
         let mut st = shared.state.lock();
-        if st.closed.is_some() {
+        if st.refuses() {
             return Err(Error::closed());
         }
         let start = st.queue.len();
@@ -294,7 +305,7 @@ impl<E> Sender<E> {
             progress.as_mut().enable();
             {
                 let mut st = shared.state.lock();
-                if st.closed.is_some() {
+                if st.refuses() {
                     return Err(Error::closed());
                 }
                 if st.queue.len() < shared.max_queued {
@@ -317,7 +328,7 @@ impl<E> Sender<E> {
         let shared = &*self.shared;
         let target = {
             let mut st = shared.state.lock();
-            if st.closed.is_some() {
+            if st.refuses() {
                 return Err(Error::closed());
             }
             st.flush_requested = true;
@@ -334,7 +345,7 @@ impl<E> Sender<E> {
                 if shared.written.load(Ordering::Acquire) >= target {
                     return Ok(());
                 }
-                if st.closed.is_some() {
+                if st.refuses() {
                     return Err(Error::closed());
                 }
                 st.waiters = true;
@@ -369,7 +380,7 @@ impl<E> Sender<E> {
     {
         let shared = &*self.shared;
         let mut st = shared.state.lock();
-        if st.closed.is_some() {
+        if st.refuses() {
             return Err(Error::closed());
         }
         let before = st.queue.len();
@@ -390,9 +401,29 @@ impl<E> Sender<E> {
         self.shared.state.lock().queue.len()
     }
 
-    /// Whether the connection can no longer send.
+    /// Whether the connection can no longer send (it failed, or
+    /// [`Sender::close`] was called).
     pub fn is_closed(&self) -> bool {
-        self.shared.state.lock().closed.is_some()
+        self.shared.state.lock().refuses()
+    }
+
+    /// Stops sending, for every clone of this sender: what is queued is
+    /// still written, then the transport's write side is shut down (a TCP
+    /// FIN), as when the last sender is dropped. Later sends fail with
+    /// [`ErrorKind::Closed`].
+    pub fn close(&self) {
+        let mut st = self.shared.state.lock();
+        if st.refuses() {
+            return;
+        }
+        st.closing = true;
+        // A parked writer must wake to finish up; a busy one (or an inline
+        // writer, which hands the pipe back to it) sees the flag next.
+        let wake = std::mem::replace(&mut st.writer_idle, false);
+        drop(st);
+        if wake {
+            self.shared.wake_writer.notify_one();
+        }
     }
 
     fn then(&self, then: Then) {
@@ -596,7 +627,7 @@ impl<E> Shared<E> {
                 continue;
             }
             // Hand back: the writer task takes over if work is left.
-            let work = !pipe.out.is_empty() || !st.queue.is_empty();
+            let work = !pipe.out.is_empty() || !st.queue.is_empty() || st.closing;
             st.pipe = Some(pipe);
             let wake = work && std::mem::replace(&mut st.writer_idle, false);
             let waiters = std::mem::take(&mut st.waiters);
@@ -611,6 +642,11 @@ impl<E> Shared<E> {
         }
     }
 
+    /// No more will be queued: the last sender is gone or it closed.
+    fn finishing(&self, st: &State<E>) -> bool {
+        st.closing || self.senders.load(Ordering::Acquire) == 0
+    }
+
     /// When the writer task should write the queue, by policy.
     fn due(&self, st: &State<E>) -> Due {
         if st.queue.is_empty() {
@@ -618,8 +654,9 @@ impl<E> Shared<E> {
         }
         let force = st.flush_requested
             || st.queue.len() >= self.max_queued
-            // The last sender is gone: send what is left, whatever the policy.
-            || self.senders.load(Ordering::Acquire) == 0;
+            // The last sender is gone, or the sender closed: send what is
+            // left, whatever the policy.
+            || self.finishing(st);
         match self.policy {
             _ if force => Due::Now,
             FlushPolicy::Immediate => Due::Now,
@@ -672,6 +709,7 @@ where
             flush_requested: false,
             waiters: false,
             closed: None,
+            closing: false,
             corked: 0,
         }),
         wake_writer: Notify::new(),
@@ -770,7 +808,7 @@ async fn next_batch<E>(shared: &Shared<E>) -> Option<Pipe> {
                 } else {
                     if st.queue.is_empty() {
                         st.flush_requested = false;
-                        if shared.senders.load(Ordering::Acquire) == 0 {
+                        if shared.finishing(&st) {
                             // Shut down: hand out the pipe with nothing in it.
                             return st.pipe.take();
                         }

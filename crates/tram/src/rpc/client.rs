@@ -829,6 +829,9 @@ enum State {
     Stream(Arc<CallShared>),
 }
 
+/// Frames decoded ahead of taking the call table's lock, at most.
+const READ_RUN: usize = 256;
+
 /// A protocol violation by the server.
 struct Broken(String);
 
@@ -907,6 +910,10 @@ impl ClientConn {
                 let _ = tx.send(Err(why.clone()));
             }
             reader.fail_all(why);
+            // Nothing more is read, so nothing more is sent: the GOAWAY
+            // (if any) goes out, then the connection closes, rather than
+            // lingering open until the pool replaces it.
+            reader.out.close();
         });
         match settled.await {
             Ok(Ok(())) => Ok(conn),
@@ -1282,38 +1289,47 @@ impl ClientConn {
                 }
                 continue;
             }
-            // Every frame this read brought in is decoded first, then
-            // handled under one short lock (decoding under it would hold
-            // off the callers on other threads for the whole batch);
-            // callers are woken after it is released, so that they do not
-            // wake up only to wait for it.
+            // The frames this read brought in are decoded a run at a time
+            // (at most `READ_RUN`, which bounds the run's buffer), then
+            // handled under one short lock: decoding under it would hold
+            // off the callers on other threads for the whole run. Callers
+            // are woken after it is released, so that they do not wake up
+            // only to wait for it.
             let mut failed = None;
             batch.push(frame);
-            loop {
-                match inbound.try_recv() {
-                    Some(Ok(f)) => batch.push(f),
-                    Some(Err(e)) => {
+            while !batch.is_empty() {
+                while failed.is_none() && batch.len() < READ_RUN {
+                    match inbound.try_recv() {
+                        Some(Ok(f)) => batch.push(f),
                         // Reported once the frames before it are handled.
-                        failed = Some(e);
-                        break;
-                    }
-                    None => break,
-                }
-            }
-            let mut broken = None;
-            {
-                let mut calls = self.calls.lock();
-                for frame in batch.drain(..) {
-                    if let Err(b) = self.on_frame(&mut calls, frame, &mut wakers) {
-                        broken = Some(b);
-                        break;
+                        Some(Err(e)) => failed = Some(e),
+                        None => break,
                     }
                 }
-            }
-            batch.clear();
-            wakers.drain(..).for_each(Waker::wake);
-            if let Some(b) = broken {
-                return self.violation(b);
+                let full = batch.len() == READ_RUN;
+                let mut broken = None;
+                {
+                    let mut calls = self.calls.lock();
+                    for frame in batch.drain(..) {
+                        if let Err(b) = self.on_frame(&mut calls, frame, &mut wakers) {
+                            broken = Some(b);
+                            break;
+                        }
+                    }
+                }
+                batch.clear();
+                wakers.drain(..).for_each(Waker::wake);
+                if let Some(b) = broken {
+                    return self.violation(b);
+                }
+                if full && failed.is_none() {
+                    // More may be buffered: start the next run with it.
+                    match inbound.try_recv() {
+                        Some(Ok(f)) => batch.push(f),
+                        Some(Err(e)) => failed = Some(e),
+                        None => {}
+                    }
+                }
             }
             if let Some(e) = failed {
                 return self.violation(Broken(format!("bad frame from server: {e}")));

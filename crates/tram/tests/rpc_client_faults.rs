@@ -1,0 +1,225 @@
+//! A tram client against a scripted server over real loopback TCP: a
+//! server that writes thousands of frames at once, and servers that break
+//! the protocol, send garbage or hang up mid-call. The client must deliver
+//! everything in order in the first case, and otherwise fail its calls with
+//! a clear status (and tell the server why with GOAWAY) rather than hang.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::net::SocketAddr;
+
+use bytes::BytesMut;
+use prost::Message as _;
+use support::within;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tram::rpc::{Channel, ChannelConfig, Code, Request, Response, Status};
+use tram::wire::{self, Frame, FrameDecoder, Reason, Settings};
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Echo {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+}
+
+const COUNT: &str = "/test.Echo/Count";
+const SAY: &str = "/test.Echo/Say";
+
+/// A connection accepted by the scripted server, with the client's frames
+/// read so far.
+struct Peer {
+    stream: TcpStream,
+    buf: BytesMut,
+    dec: FrameDecoder,
+}
+
+impl Peer {
+    /// Accepts one client, answers its handshake with ours, and reads up to
+    /// its first CALL; returns the connection and that call's id.
+    async fn accept(listener: &TcpListener) -> (Peer, u32) {
+        let (mut stream, _) = within(10, "the client connects", listener.accept())
+            .await
+            .unwrap();
+        let mut hello = BytesMut::new();
+        hello.extend_from_slice(&wire::preface::PREFACE);
+        Frame::Settings(Settings::DEFAULT).encode(&mut hello);
+        stream.write_all(&hello).await.unwrap();
+        let mut peer = Peer {
+            stream,
+            buf: BytesMut::new(),
+            dec: FrameDecoder::new(Settings::DEFAULT.max_frame_size),
+        };
+        while peer.buf.len() < wire::preface::PREFACE.len() {
+            peer.read().await;
+        }
+        assert_eq!(
+            &peer.buf[..wire::preface::PREFACE.len()],
+            &wire::preface::PREFACE
+        );
+        let _ = peer.buf.split_to(wire::preface::PREFACE.len());
+        loop {
+            if let Frame::Call(c) = peer.next_frame().await {
+                return (peer, c.call);
+            }
+        }
+    }
+
+    async fn read(&mut self) {
+        let n = within(10, "the client sends", self.stream.read_buf(&mut self.buf))
+            .await
+            .unwrap();
+        assert!(n > 0, "the client closed early");
+    }
+
+    async fn next_frame(&mut self) -> Frame {
+        loop {
+            if let Some(f) = self.dec.decode(&mut self.buf).unwrap() {
+                return f;
+            }
+            self.read().await;
+        }
+    }
+
+    /// Reads what the client sends until it closes; returns the GOAWAY
+    /// reason if it sent one.
+    async fn goaway(&mut self) -> Option<Reason> {
+        let mut reason = None;
+        within(10, "the client closes", async {
+            loop {
+                while let Ok(Some(f)) = self.dec.decode(&mut self.buf) {
+                    if let Frame::GoAway(g) = f {
+                        reason = Some(g.reason);
+                    }
+                }
+                match self.stream.read_buf(&mut self.buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        reason
+    }
+}
+
+async fn listener() -> (TcpListener, SocketAddr) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    (listener, addr)
+}
+
+fn message(call: u32, id: u64, end_stream: bool) -> Frame {
+    Frame::Message(wire::Message {
+        call,
+        end_stream,
+        metadata: None,
+        payload: Echo { id }.encode_to_vec().into(),
+    })
+}
+
+/// A unary call on its own task, so that the scripted server can answer it.
+fn say(ch: &Channel) -> tokio::task::JoinHandle<Result<Response<Echo>, Status>> {
+    let ch = ch.clone();
+    tokio::spawn(async move { ch.unary::<_, Echo>(SAY, Request::new(Echo { id: 1 })).await })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_frames_in_one_write_arrive_whole_and_in_order() {
+    // More frames than the client handles per run of its reader (256), all
+    // in one write: they reach the client's buffer together.
+    const N: u64 = 5_000;
+    let (listener, addr) = listener().await;
+    let mut config = ChannelConfig::default();
+    config.settings.initial_credit = N as u32;
+    let ch = Channel::with_config(addr.to_string(), config);
+    let client = tokio::spawn(async move {
+        let mut stream = ch
+            .server_streaming::<_, Echo>(COUNT, Request::new(Echo { id: N }))
+            .await?;
+        let mut got = Vec::new();
+        while let Some(m) = stream.message().await? {
+            got.push(m.id);
+        }
+        Ok::<_, Status>(got)
+    });
+    let (mut peer, call) = Peer::accept(&listener).await;
+    let mut burst = BytesMut::new();
+    for i in 0..N {
+        message(call, i, false).encode(&mut burst);
+    }
+    Frame::End(wire::End {
+        call,
+        code: Code::Ok,
+        message: None,
+        details: None,
+        trailers: None,
+    })
+    .encode(&mut burst);
+    peer.stream.write_all(&burst).await.unwrap();
+    let got = within(10, "the stream", client).await.unwrap().unwrap();
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_breaking_the_protocol_fails_the_call_and_gets_goaway() {
+    let (listener, addr) = listener().await;
+    let ch = Channel::new(addr.to_string());
+    let pending = say(&ch);
+    let (mut peer, call) = Peer::accept(&listener).await;
+    // A response to a call that was never made, then the real one.
+    let mut bad = BytesMut::new();
+    message(call + 1000, 7, true).encode(&mut bad);
+    message(call, 1, true).encode(&mut bad);
+    peer.stream.write_all(&bad).await.unwrap();
+    let status = within(10, "the call fails", pending)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    assert!(status.message().contains("protocol error"), "{status:?}");
+    assert_eq!(peer.goaway().await, Some(Reason::PROTOCOL_ERROR));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_from_the_server_fails_the_call() {
+    let (listener, addr) = listener().await;
+    let ch = Channel::new(addr.to_string());
+    let pending = say(&ch);
+    let (mut peer, _) = Peer::accept(&listener).await;
+    // A frame of type 0xF (none such) with a body.
+    peer.stream
+        .write_all(&[0xf0, 0x04, 1, 2, 3, 4])
+        .await
+        .unwrap();
+    let status = within(10, "the call fails", pending)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    assert!(status.message().contains("bad frame"), "{status:?}");
+    assert_eq!(peer.goaway().await, Some(Reason::PROTOCOL_ERROR));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_hanging_up_mid_call_fails_it_as_unavailable() {
+    let (listener, addr) = listener().await;
+    let ch = Channel::new(addr.to_string());
+    let pending = say(&ch);
+    let (peer, _) = Peer::accept(&listener).await;
+    drop(peer);
+    let status = within(10, "the call fails", pending)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    // The channel stays usable: a later call connects again (and is
+    // answered here by the scripted server).
+    let next = say(&ch);
+    let (mut peer, call) = Peer::accept(&listener).await;
+    let mut answer = BytesMut::new();
+    message(call, 1, true).encode(&mut answer);
+    peer.stream.write_all(&answer).await.unwrap();
+    let r = within(10, "the next call", next).await.unwrap().unwrap();
+    assert_eq!(r.get_ref().id, 1);
+}
