@@ -331,24 +331,30 @@ struct Caller {
     index: usize,
     load: Load,
     rec: Recorder,
-    next_id: u64,
+    /// The id of the call in flight (unique across callers).
+    id: u64,
+    began: Instant,
 }
 
 impl Caller {
-    /// The next request id while the load runs (unique across callers).
-    fn next(&mut self) -> Option<u64> {
+    /// The next request while the load runs; its clock starts now.
+    fn next(&mut self) -> Option<EchoMessage> {
         if self.load.stop.load(Ordering::Relaxed) {
             return None;
         }
-        self.next_id += 1;
-        Some(self.next_id)
+        self.id += 1;
+        self.began = Instant::now();
+        Some(EchoMessage {
+            id: self.id,
+            payload: self.load.payload.clone(),
+        })
     }
 
-    /// Call `id`, begun at `began`, answered with `got`.
-    fn done(&mut self, id: u64, got: u64, began: Instant) -> anyhow::Result<()> {
-        anyhow::ensure!(got == id, "response {got} for request {id}");
+    /// The call in flight was answered with id `got`.
+    fn done(&mut self, got: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(got == self.id, "response {got} for request {}", self.id);
         if self.load.recording.load(Ordering::Relaxed) {
-            self.rec.record(began.elapsed().as_nanos() as u64);
+            self.rec.record(self.began.elapsed().as_nanos() as u64);
         }
         self.load.done.add(self.index, 1);
         Ok(())
@@ -371,7 +377,8 @@ impl Load {
                 index: t,
                 load: self.clone(),
                 rec: Recorder::new(hist.clone()),
-                next_id: (t as u64) << 40,
+                id: (t as u64) << 40,
+                began: Instant::now(),
             })));
         }
         for t in tasks {
@@ -384,17 +391,12 @@ impl Load {
     async fn tram(self, addr: SocketAddr) -> anyhow::Result<Hist> {
         let ch = tram::rpc::Channel::new(addr.to_string());
         self.callers(|mut me| {
-            let (ch, payload) = (ch.clone(), self.payload.clone());
+            let ch = ch.clone();
             async move {
-                while let Some(id) = me.next() {
-                    let began = Instant::now();
-                    let request = EchoMessage {
-                        id,
-                        payload: payload.clone(),
-                    };
+                while let Some(request) = me.next() {
                     let r: tram::rpc::Response<EchoMessage> =
                         ch.unary(PATH, tram::rpc::Request::new(request)).await?;
-                    me.done(id, r.get_ref().id, began)?;
+                    me.done(r.get_ref().id)?;
                 }
                 Ok(())
             }
@@ -408,16 +410,10 @@ impl Load {
             .await?;
         let client = pb::echo_client::EchoClient::new(channel);
         self.callers(|mut me| {
-            let (mut client, payload) = (client.clone(), self.payload.clone());
+            let mut client = client.clone();
             async move {
-                while let Some(id) = me.next() {
-                    let began = Instant::now();
-                    let request = EchoMessage {
-                        id,
-                        payload: payload.clone(),
-                    };
-                    let got = client.say(request).await?.get_ref().id;
-                    me.done(id, got, began)?;
+                while let Some(request) = me.next() {
+                    me.done(client.say(request).await?.get_ref().id)?;
                 }
                 Ok(())
             }
@@ -434,20 +430,18 @@ impl Load {
         let driver = tokio::spawn(connection);
         let hist = self
             .callers(|mut me| {
-                let (client, payload) = (client.clone(), self.payload.clone());
+                let client = client.clone();
                 async move {
-                    while let Some(id) = me.next() {
-                        let began = Instant::now();
+                    while let Some(request) = me.next() {
                         // protosocket-rpc 2.0.2 takes the message id from
                         // the caller: it must be unique per call in flight.
                         let completion = client.send_unary(ps::Msg {
-                            request_id: id,
+                            request_id: request.id,
                             code: 0,
-                            id,
-                            payload: payload.clone(),
+                            id: request.id,
+                            payload: request.payload,
                         })?;
-                        let got = completion.await?.id;
-                        me.done(id, got, began)?;
+                        me.done(completion.await?.id)?;
                     }
                     Ok(())
                 }
