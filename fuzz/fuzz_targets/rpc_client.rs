@@ -8,6 +8,8 @@
 //! frames, and it closes its side while the channel is still alive.
 #![no_main]
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,13 +18,8 @@ use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tram::rpc::{Channel, ChannelConfig, Request, Status};
-use tram::wire::{self, Frame, FrameDecoder, Settings};
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Num {
-    #[prost(uint64, tag = "1")]
-    n: u64,
-}
+use common::{Num, metadata};
+use tram::wire::{self, Frame, Settings};
 
 const METHODS: [&str; 5] = [
     "/f.S/Unary",
@@ -50,13 +47,6 @@ enum Step {
 struct Input {
     preface: bool,
     steps: Vec<Step>,
-}
-
-fn metadata() -> wire::Metadata {
-    wire::Metadata::builder()
-        .ascii("k", "v")
-        .expect("valid")
-        .build()
 }
 
 fn encode(input: &Input) -> BytesMut {
@@ -160,11 +150,7 @@ async fn workload(ch: Channel) {
 
 fuzz_target!(|input: Input| {
     let bytes = encode(&input);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime");
+    let rt = common::paused_runtime();
     rt.block_on(async move {
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
         // One connection: a reconnect attempt fails at once.
@@ -195,17 +181,7 @@ fuzz_target!(|input: Input| {
             .await
             .expect("every call ends after the server's input ends")
             .expect("no panic");
-        // What the client wrote (and then closed): its preface, then
-        // well-formed frames.
-        assert!(out.starts_with(&wire::preface::PREFACE), "client output starts with the preface");
-        let mut rest = BytesMut::from(&out[wire::preface::PREFACE.len()..]);
-        let mut dec = FrameDecoder::new(Settings::DEFAULT.max_frame_size);
-        while !rest.is_empty() {
-            match dec.decode(&mut rest) {
-                Ok(Some(_)) => {}
-                Ok(None) => panic!("client output ends inside a frame"),
-                Err(e) => panic!("client wrote a malformed frame: {e}"),
-            }
-        }
+        // What the client wrote, and then closed.
+        common::assert_well_formed(&out, "client");
     });
 });

@@ -5,6 +5,8 @@
 //! connection finishes (no hang, whatever state the calls were left in).
 #![no_main]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -14,13 +16,8 @@ use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tram::rpc::{Request, Response, Server, Status, Streaming};
-use tram::wire::{self, Frame, FrameDecoder, Settings};
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Num {
-    #[prost(uint64, tag = "1")]
-    n: u64,
-}
+use common::Num;
+use tram::wire::{self, Frame, Settings};
 
 const METHODS: [&str; 5] = [
     "/f.S/Unary",
@@ -121,12 +118,7 @@ fn encode(input: &Input) -> BytesMut {
                 method: u32::from(method % 8),
                 end_stream: *end,
                 timeout_micros: timeout_ms.map(|t| u64::from(t) * 1000),
-                metadata: metadata.then(|| {
-                    wire::Metadata::builder()
-                        .ascii("k", "v")
-                        .expect("valid")
-                        .build()
-                }),
+                metadata: metadata.then(common::metadata),
                 message: n.map(encode_num),
             }),
             Step::Message { call, end, md, n } => Frame::Message(wire::Message {
@@ -134,12 +126,7 @@ fn encode(input: &Input) -> BytesMut {
                 end_stream: *end,
                 // Leading metadata is the server's: from a client it is a
                 // protocol error the server must survive.
-                metadata: md.then(|| {
-                    wire::Metadata::builder()
-                        .ascii("k", "v")
-                        .expect("valid")
-                        .build()
-                }),
+                metadata: md.then(common::metadata),
                 payload: encode_num(*n),
             }),
             Step::End { call } => Frame::End(wire::End::new(u32::from(call % 16), wire::Code::Ok)),
@@ -169,11 +156,7 @@ fn encode(input: &Input) -> BytesMut {
 
 fuzz_target!(|input: Input| {
     let bytes = encode(&input);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("runtime");
+    let rt = common::paused_runtime();
     rt.block_on(async move {
         let (mut client, server_io) = tokio::io::duplex(16 * 1024);
         let peer = SocketAddr::from(([127, 0, 0, 1], 1));
@@ -195,16 +178,6 @@ fuzz_target!(|input: Input| {
             .expect("the connection finishes after the input ends")
             .expect("no panic")
             .ok();
-        // What it wrote: its preface, then well-formed frames.
-        assert!(out.starts_with(&wire::preface::PREFACE), "server output starts with the preface");
-        let mut rest = BytesMut::from(&out[wire::preface::PREFACE.len()..]);
-        let mut dec = FrameDecoder::new(Settings::DEFAULT.max_frame_size);
-        while !rest.is_empty() {
-            match dec.decode(&mut rest) {
-                Ok(Some(_)) => {}
-                Ok(None) => panic!("server output ends inside a frame"),
-                Err(e) => panic!("server wrote a malformed frame: {e}"),
-            }
-        }
+        common::assert_well_formed(&out, "server");
     });
 });

@@ -1,0 +1,47 @@
+//! What the RPC fuzz targets share: the message type, the runtime, and the
+//! check of what a peer wrote.
+#![allow(dead_code)]
+
+use bytes::BytesMut;
+use tram::wire::{self, FrameDecoder, Settings};
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Num {
+    #[prost(uint64, tag = "1")]
+    pub n: u64,
+}
+
+pub fn metadata() -> wire::Metadata {
+    wire::Metadata::builder()
+        .ascii("k", "v")
+        .expect("valid")
+        .build()
+}
+
+/// A current-thread runtime with the clock paused: deadlines and sleeps
+/// run instantly, and a hang shows as libFuzzer's timeout.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
+}
+
+/// `out`, all that `who` wrote, is its preface and then whole, well-formed
+/// frames.
+pub fn assert_well_formed(out: &[u8], who: &str) {
+    assert!(
+        out.starts_with(&wire::preface::PREFACE),
+        "{who} output starts with the preface"
+    );
+    let mut rest = BytesMut::from(&out[wire::preface::PREFACE.len()..]);
+    let mut dec = FrameDecoder::new(Settings::DEFAULT.max_frame_size);
+    while !rest.is_empty() {
+        match dec.decode(&mut rest) {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("{who} output ends inside a frame"),
+            Err(e) => panic!("{who} wrote a malformed frame: {e}"),
+        }
+    }
+}
