@@ -1317,7 +1317,6 @@ impl ClientConn {
                         }
                     }
                 }
-                batch.clear();
                 wakers.drain(..).for_each(Waker::wake);
                 if let Some(b) = broken {
                     return self.violation(b);
