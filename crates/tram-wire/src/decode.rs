@@ -115,6 +115,9 @@ impl FrameDecoder {
             // make anyone allocate the maximum.
             return Ok(None);
         }
+        if let Some(frame) = message_fast(&head, src) {
+            return Ok(Some(frame));
+        }
         // Check the body before consuming it so that an error leaves `src`
         // untouched; slicing happens only once it is known to be valid.
         let frame = decode_body(
@@ -126,6 +129,29 @@ impl FrameDecoder {
         )?;
         Ok(Some(frame))
     }
+}
+
+/// The most frequent frame, a MESSAGE without leading metadata, decoded
+/// straight from `src`: a call id, then the payload. `None` for anything
+/// else, including a MESSAGE whose call id is not a valid `u32` (the
+/// general path reports that). The result is the general path's, without
+/// building and moving its intermediate forms.
+#[inline]
+fn message_fast(head: &Header, src: &mut BytesMut) -> Option<Frame> {
+    if head.frame_type != FrameType::Message || head.flags & flags::MESSAGE_METADATA != 0 {
+        return None;
+    }
+    let body = &src[head.header_len..head.header_len + head.body_len];
+    let (call, n) = varint::read(body).ok()?;
+    let call = u32::try_from(call).ok()?;
+    src.advance(head.header_len + n);
+    let payload = src.split_to(head.body_len - n).freeze();
+    Some(Frame::Message(Message {
+        call,
+        end_stream: head.flags & flags::END_STREAM != 0,
+        metadata: None,
+        payload,
+    }))
 }
 
 /// Decodes one whole frame from `src`, which must hold exactly that frame.
