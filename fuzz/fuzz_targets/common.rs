@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tram::wire::{self, FrameDecoder, Settings};
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -44,4 +45,21 @@ pub fn assert_well_formed(out: &[u8], who: &str) {
             Err(e) => panic!("{who} wrote a malformed frame: {e}"),
         }
     }
+}
+
+/// Plays the peer on `io`: writes `input` and closes its side, while
+/// reading everything the other end writes until it closes; returns that.
+pub async fn exchange<IO: AsyncRead + AsyncWrite>(io: IO, input: &[u8]) -> Vec<u8> {
+    let (mut rd, mut wr) = tokio::io::split(io);
+    let write = async {
+        let _ = wr.write_all(input).await;
+        let _ = wr.shutdown().await;
+    };
+    let read = async {
+        let mut out = Vec::new();
+        let _ = rd.read_to_end(&mut out).await;
+        out
+    };
+    let ((), out) = tokio::join!(write, read);
+    out
 }

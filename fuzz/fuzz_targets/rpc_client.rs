@@ -16,7 +16,7 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::DuplexStream;
 use tram::rpc::{Channel, ChannelConfig, Request, Status};
 use common::{Num, metadata};
 use tram::wire::{self, Frame, Settings};
@@ -165,17 +165,7 @@ fuzz_target!(|input: Input| {
         // connection on its own once the server's side has ended or
         // misbehaved, not only when it is dropped.
         let work = tokio::spawn(workload(ch.clone()));
-        let (mut rd, mut wr) = tokio::io::split(server_io);
-        let write = async {
-            let _ = wr.write_all(&bytes).await;
-            let _ = wr.shutdown().await;
-        };
-        let read = async {
-            let mut out = Vec::new();
-            let _ = rd.read_to_end(&mut out).await;
-            out
-        };
-        let ((), out) = tokio::join!(write, read);
+        let out = common::exchange(server_io, &bytes).await;
         drop(ch);
         tokio::time::timeout(Duration::from_secs(24 * 3600), work)
             .await

@@ -14,7 +14,6 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tram::rpc::{Request, Response, Server, Status, Streaming};
 use common::Num;
 use tram::wire::{self, Frame, Settings};
@@ -161,17 +160,7 @@ fuzz_target!(|input: Input| {
         let (mut client, server_io) = tokio::io::duplex(16 * 1024);
         let peer = SocketAddr::from(([127, 0, 0, 1], 1));
         let serve = tokio::spawn(async move { SERVER.serve_connection(server_io, peer).await });
-        let (mut rd, mut wr) = tokio::io::split(&mut client);
-        let write = async {
-            let _ = wr.write_all(&bytes).await;
-            let _ = wr.shutdown().await;
-        };
-        let read = async {
-            let mut out = Vec::new();
-            let _ = rd.read_to_end(&mut out).await;
-            out
-        };
-        let ((), out) = tokio::join!(write, read);
+        let out = common::exchange(&mut client, &bytes).await;
         // The server finishes once the input has ended.
         tokio::time::timeout(Duration::from_secs(24 * 3600), serve)
             .await
