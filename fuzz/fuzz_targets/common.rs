@@ -19,6 +19,17 @@ pub fn metadata() -> wire::Metadata {
         .build()
 }
 
+/// The start of a peer's bytes: its preface and SETTINGS, or nothing (a
+/// peer that skips the handshake).
+pub fn hello(preface: bool) -> BytesMut {
+    let mut b = BytesMut::new();
+    if preface {
+        b.extend_from_slice(&wire::preface::PREFACE);
+        wire::Frame::Settings(Settings::DEFAULT).encode(&mut b);
+    }
+    b
+}
+
 /// A current-thread runtime with the clock paused: deadlines and sleeps
 /// run instantly, and a hang shows as libFuzzer's timeout.
 pub fn paused_runtime() -> tokio::runtime::Runtime {

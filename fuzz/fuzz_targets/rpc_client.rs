@@ -50,11 +50,7 @@ struct Input {
 }
 
 fn encode(input: &Input) -> BytesMut {
-    let mut b = BytesMut::new();
-    if input.preface {
-        b.extend_from_slice(&wire::preface::PREFACE);
-        Frame::Settings(Settings::DEFAULT).encode(&mut b);
-    }
+    let mut b = common::hello(input.preface);
     for step in &input.steps {
         let frame = match step {
             Step::Settings { max_calls, credit } => Frame::Settings(Settings {

@@ -124,6 +124,14 @@ fn say(ch: &Channel) -> tokio::task::JoinHandle<Result<Response<Echo>, Status>> 
     tokio::spawn(async move { ch.unary::<_, Echo>(SAY, Request::new(Echo { id: 1 })).await })
 }
 
+/// The status of a call expected to fail.
+async fn fails(pending: tokio::task::JoinHandle<Result<Response<Echo>, Status>>) -> Status {
+    within(10, "the call fails", pending)
+        .await
+        .unwrap()
+        .unwrap_err()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_frames_in_one_write_arrive_whole_and_in_order() {
     // More frames than the client handles per run of its reader (256), all
@@ -172,10 +180,7 @@ async fn a_server_breaking_the_protocol_fails_the_call_and_gets_goaway() {
     message(call + 1000, 7, true).encode(&mut bad);
     message(call, 1, true).encode(&mut bad);
     peer.stream.write_all(&bad).await.unwrap();
-    let status = within(10, "the call fails", pending)
-        .await
-        .unwrap()
-        .unwrap_err();
+    let status = fails(pending).await;
     assert_eq!(status.code(), Code::Internal, "{status:?}");
     assert!(status.message().contains("protocol error"), "{status:?}");
     assert_eq!(peer.goaway().await, Some(Reason::PROTOCOL_ERROR));
@@ -192,10 +197,7 @@ async fn garbage_from_the_server_fails_the_call() {
         .write_all(&[0xf0, 0x04, 1, 2, 3, 4])
         .await
         .unwrap();
-    let status = within(10, "the call fails", pending)
-        .await
-        .unwrap()
-        .unwrap_err();
+    let status = fails(pending).await;
     assert_eq!(status.code(), Code::Internal, "{status:?}");
     assert!(status.message().contains("bad frame"), "{status:?}");
     assert_eq!(peer.goaway().await, Some(Reason::PROTOCOL_ERROR));
@@ -208,10 +210,7 @@ async fn a_server_hanging_up_mid_call_fails_it_as_unavailable() {
     let pending = say(&ch);
     let (peer, _) = Peer::accept(&listener).await;
     drop(peer);
-    let status = within(10, "the call fails", pending)
-        .await
-        .unwrap()
-        .unwrap_err();
+    let status = fails(pending).await;
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     // The channel stays usable: a later call connects again (and is
     // answered here by the scripted server).
