@@ -337,13 +337,14 @@ struct Caller {
 }
 
 impl Caller {
-    /// The next request while the load runs; its clock starts now.
+    /// The next request while the load runs. Its clock started when the
+    /// previous call was answered (every caller sends its next request
+    /// straight after [`Caller::done`]), so a call costs one clock read.
     fn next(&mut self) -> Option<EchoMessage> {
         if self.load.stop.load(Ordering::Relaxed) {
             return None;
         }
         self.id += 1;
-        self.began = Instant::now();
         Some(EchoMessage {
             id: self.id,
             payload: self.load.payload.clone(),
@@ -353,9 +354,11 @@ impl Caller {
     /// The call in flight was answered with id `got`.
     fn done(&mut self, got: u64) -> anyhow::Result<()> {
         anyhow::ensure!(got == self.id, "response {got} for request {}", self.id);
+        let now = Instant::now();
         if self.load.recording.load(Ordering::Relaxed) {
-            self.rec.record(self.began.elapsed().as_nanos() as u64);
+            self.rec.record((now - self.began).as_nanos() as u64);
         }
+        self.began = now;
         self.load.done.add(self.index, 1);
         Ok(())
     }
