@@ -156,6 +156,40 @@ async fn thousands_of_frames_in_one_write_arrive_whole_and_in_order() {
     for i in 0..N {
         message(call, i, false).encode(&mut burst);
     }
+    end_ok(call).encode(&mut burst);
+    peer.stream.write_all(&burst).await.unwrap();
+    let got = within(10, "the stream", client).await.unwrap().unwrap();
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+}
+
+/// Opens a server stream of `Echo`s on its own task, which reads it to the
+/// end once `go` fires: the ids received, then how it ended.
+fn counting_stream(
+    ch: &Channel,
+    go: tokio::sync::oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<(Vec<u64>, Result<(), Status>)> {
+    let ch = ch.clone();
+    tokio::spawn(async move {
+        let mut got = Vec::new();
+        let mut stream = match ch
+            .server_streaming::<_, Echo>(COUNT, Request::new(Echo { id: 0 }))
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => return (got, Err(e)),
+        };
+        let _ = go.await;
+        loop {
+            match stream.message().await {
+                Ok(Some(m)) => got.push(m.id),
+                Ok(None) => return (got, Ok(())),
+                Err(e) => return (got, Err(e)),
+            }
+        }
+    })
+}
+
+fn end_ok(call: u32) -> Frame {
     Frame::End(wire::End {
         call,
         code: Code::Ok,
@@ -163,10 +197,74 @@ async fn thousands_of_frames_in_one_write_arrive_whole_and_in_order() {
         details: None,
         trailers: None,
     })
-    .encode(&mut burst);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interleaved_runs_of_two_streams_each_arrive_in_order() {
+    // The client queues consecutive messages of one call together: runs of
+    // different lengths, alternating between two calls, in one write.
+    let (listener, addr) = listener().await;
+    let mut config = ChannelConfig::default();
+    config.settings.initial_credit = 4096;
+    let ch = Channel::with_config(addr.to_string(), config);
+    let (go, wait) = tokio::sync::oneshot::channel();
+    let first = counting_stream(&ch, wait);
+    let (mut peer, a) = Peer::accept(&listener).await;
+    let (go_b, wait_b) = tokio::sync::oneshot::channel();
+    let second = counting_stream(&ch, wait_b);
+    let b = loop {
+        if let Frame::Call(c) = peer.next_frame().await {
+            break c.call;
+        }
+    };
+    let mut burst = BytesMut::new();
+    let (mut next_a, mut next_b) = (0, 0);
+    for run in 0..400u64 {
+        for _ in 0..run % 5 + 1 {
+            message(a, next_a, false).encode(&mut burst);
+            next_a += 1;
+        }
+        for _ in 0..run % 3 + 1 {
+            message(b, next_b, false).encode(&mut burst);
+            next_b += 1;
+        }
+    }
+    end_ok(a).encode(&mut burst);
+    end_ok(b).encode(&mut burst);
     peer.stream.write_all(&burst).await.unwrap();
-    let got = within(10, "the stream", client).await.unwrap().unwrap();
-    assert_eq!(got, (0..N).collect::<Vec<_>>());
+    let _ = (go.send(()), go_b.send(()));
+    let (got_a, end_a) = within(10, "the first stream", first).await.unwrap();
+    let (got_b, end_b) = within(10, "the second stream", second).await.unwrap();
+    assert!(end_a.is_ok() && end_b.is_ok(), "{end_a:?} {end_b:?}");
+    assert_eq!(got_a, (0..next_a).collect::<Vec<_>>());
+    assert_eq!(got_b, (0..next_b).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_beyond_the_credit_fail_the_stream_and_get_goaway() {
+    // The client grants 8 and reads nothing until the server has sent 9
+    // (in one write) and the client has answered with GOAWAY, so no credit
+    // can have been returned meanwhile.
+    let (listener, addr) = listener().await;
+    let mut config = ChannelConfig::default();
+    config.settings.initial_credit = 8;
+    let ch = Channel::with_config(addr.to_string(), config);
+    let (go, wait) = tokio::sync::oneshot::channel();
+    let stream = counting_stream(&ch, wait);
+    let (mut peer, call) = Peer::accept(&listener).await;
+    let mut burst = BytesMut::new();
+    for i in 0..9 {
+        message(call, i, false).encode(&mut burst);
+    }
+    peer.stream.write_all(&burst).await.unwrap();
+    assert_eq!(peer.goaway().await, Some(Reason::PROTOCOL_ERROR));
+    let _ = go.send(());
+    let (got, end) = within(10, "the stream", stream).await.unwrap();
+    // Whatever came within the credit may be delivered, never the excess.
+    assert!(got.len() <= 8, "{got:?}");
+    let status = end.unwrap_err();
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    assert!(status.message().contains("without credit"), "{status:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -832,6 +832,27 @@ enum State {
 /// Frames decoded ahead of taking the call table's lock, at most.
 const READ_RUN: usize = 256;
 
+/// Consecutive plain messages of one stream call within a read's run, held
+/// back to be queued on the call under one lock (and with one wake-up).
+#[derive(Default)]
+struct StreamRun {
+    call: CallId,
+    to: Option<Arc<CallShared>>,
+    msgs: Vec<Bytes>,
+}
+
+impl StreamRun {
+    /// Queues the messages held back, if any.
+    fn flush(&mut self) -> Result<(), Broken> {
+        match self.to.take() {
+            Some(s) => s
+                .push_run(&mut self.msgs)
+                .map_err(|_| Broken(format!("MESSAGE without credit on call {}", self.call))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A protocol violation by the server.
 struct Broken(String);
 
@@ -1232,6 +1253,7 @@ impl ClientConn {
     ) -> Status {
         let mut settled = false;
         let mut wakers = Vec::new();
+        let mut run = StreamRun::default();
         let mut batch = Vec::new();
         // Keepalive: the timer is only looked at when it fires; frames just
         // move `last_rx` (a clock read per read, no timer reset).
@@ -1311,10 +1333,13 @@ impl ClientConn {
                 {
                     let mut calls = self.calls.lock();
                     for frame in batch.drain(..) {
-                        if let Err(b) = self.on_frame(&mut calls, frame, &mut wakers) {
+                        if let Err(b) = self.on_frame(&mut calls, frame, &mut run, &mut wakers) {
                             broken = Some(b);
                             break;
                         }
+                    }
+                    if let Err(b) = run.flush() {
+                        broken.get_or_insert(b);
                     }
                 }
                 wakers.drain(..).for_each(Waker::wake);
@@ -1350,8 +1375,24 @@ impl ClientConn {
         &self,
         calls: &mut Calls,
         frame: Frame,
+        run: &mut StreamRun,
         wakers: &mut Vec<Waker>,
     ) -> Result<(), Broken> {
+        let frame = match frame {
+            // The run's call is open and answered (a plain message started
+            // the run, and nothing else touches the table meanwhile).
+            Frame::Message(m)
+                if run.to.is_some()
+                    && run.call == m.call
+                    && m.metadata.is_none()
+                    && !m.end_stream =>
+            {
+                run.msgs.push(m.payload);
+                return Ok(());
+            }
+            frame => frame,
+        };
+        run.flush()?;
         match frame {
             Frame::Message(m) => {
                 let entry = calls
@@ -1383,6 +1424,11 @@ impl ClientConn {
                             entry.server_done = true;
                             wakers.extend(waker.take());
                         }
+                    }
+                    State::Stream(s) if m.metadata.is_none() && !m.end_stream => {
+                        run.call = m.call;
+                        run.to = Some(s.clone());
+                        run.msgs.push(m.payload);
                     }
                     State::Stream(s) => {
                         if let Some(headers) = m.metadata {

@@ -131,6 +131,26 @@ impl CallShared {
         Ok(())
     }
 
+    /// A run of messages from the peer, queued under one lock; `msgs` is
+    /// left empty.
+    pub(crate) fn push_run(&self, msgs: &mut Vec<Bytes>) -> Result<(), CreditViolation> {
+        let mut st = self.st.lock();
+        st.recv_allowed -= msgs.len() as i64;
+        if st.recv_allowed < 0 {
+            msgs.clear();
+            return Err(CreditViolation);
+        }
+        if st.inbox_end.is_none() {
+            st.inbox.extend(msgs.drain(..));
+            if let Some(w) = st.reader.take() {
+                w.wake();
+            }
+        } else {
+            msgs.clear();
+        }
+        Ok(())
+    }
+
     /// The peer's direction ended (`Ok`), or the call failed (`Err`).
     pub(crate) fn close_inbox(&self, end: Result<(), Status>) {
         let mut st = self.st.lock();
@@ -195,34 +215,101 @@ impl CallShared {
         .await
     }
 
-    /// The next inbound message; `Ready(None)` at a clean end. Returns the
-    /// credit to hand back to the peer, if it is time to.
-    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<(Option<Result<Bytes, Status>>, u32)> {
+    /// Counts what `taken` says was consumed since it last came here, and
+    /// returns the credit to hand back to the peer if it is time to.
+    fn credit(&self, taken: &mut Taken) -> u32 {
         let mut st = self.st.lock();
-        if let Some(msg) = st.inbox.pop_front() {
-            st.consumed += 1;
-            st.consumed_bytes += msg.len();
-            let mut grant = 0;
-            // Return credit in batches of half the window, not per message,
-            // and not once the peer is done sending.
-            if st.consumed >= st.window.div_ceil(2) && st.inbox_end.is_none() {
-                grant = st.retune();
-                st.recv_allowed += i64::from(grant);
-            }
-            return Poll::Ready((Some(Ok(msg)), grant));
+        self.account(&mut st, taken)
+    }
+
+    fn account(&self, st: &mut CallState, taken: &mut Taken) -> u32 {
+        st.consumed += std::mem::take(&mut taken.consumed);
+        st.consumed_bytes += std::mem::take(&mut taken.bytes);
+        let mut grant = 0;
+        // Return credit in batches of half the window, not per message,
+        // and not once the peer is done sending.
+        if st.consumed >= st.window.div_ceil(2) && st.inbox_end.is_none() {
+            grant = st.retune();
+            st.recv_allowed += i64::from(grant);
         }
-        match &mut st.inbox_end {
-            Some(Ok(())) => Poll::Ready((None, 0)),
+        taken.until = st.window.div_ceil(2).saturating_sub(st.consumed).max(1);
+        grant
+    }
+
+    /// For a consumer that has consumed everything it took: takes every
+    /// message that has arrived since, and returns the first; `Ready(None)`
+    /// at a clean end. Also returns the credit to hand back to the peer, if
+    /// it is time to, even when there is nothing to take yet.
+    fn poll_take(
+        &self,
+        taken: &mut Taken,
+        cx: &mut Context<'_>,
+    ) -> (Poll<Option<Result<Bytes, Status>>>, u32) {
+        debug_assert!(
+            taken.msgs.is_empty(),
+            "taken before the last run was consumed"
+        );
+        let mut st = self.st.lock();
+        let grant = self.account(&mut st, taken);
+        if !st.inbox.is_empty() {
+            // The emptied buffer goes back as the inbox: neither side
+            // allocates once both have grown to the usual run.
+            std::mem::swap(&mut st.inbox, &mut taken.msgs);
+            drop(st);
+            return (Poll::Ready(taken.next().map(Ok)), grant);
+        }
+        let next = match &mut st.inbox_end {
+            Some(Ok(())) => Poll::Ready(None),
             Some(Err(_)) => {
                 // Report the error once, then end.
                 let e = st.inbox_end.replace(Ok(()));
-                Poll::Ready((e.and_then(Result::err).map(Err), 0))
+                Poll::Ready(e.and_then(Result::err).map(Err))
             }
             None => {
                 st.reader = Some(cx.waker().clone());
                 Poll::Pending
             }
+        };
+        (next, grant)
+    }
+}
+
+/// The messages a consumer took from its call's inbox in one go: one lock
+/// per run of messages rather than one per message. Each counts as
+/// consumed when it is handed out; the count reaches the call's state when
+/// it is due a grant of credit (so credit flows back as promptly as if each
+/// message were taken alone) or when the consumer comes back for more.
+struct Taken {
+    msgs: VecDeque<Bytes>,
+    /// Messages handed out and not yet counted in the call's state, and
+    /// their bytes.
+    consumed: u32,
+    bytes: usize,
+    /// How many more make credit due.
+    until: u32,
+}
+
+impl Taken {
+    fn new(shared: &CallShared) -> Taken {
+        Taken {
+            msgs: VecDeque::new(),
+            consumed: 0,
+            bytes: 0,
+            until: shared.st.lock().window.div_ceil(2),
         }
+    }
+
+    /// The next message taken, counted as consumed.
+    fn next(&mut self) -> Option<Bytes> {
+        let msg = self.msgs.pop_front()?;
+        self.consumed += 1;
+        self.bytes += msg.len();
+        Some(msg)
+    }
+
+    /// Credit is due for what was consumed.
+    fn due(&self) -> bool {
+        self.consumed >= self.until
     }
 }
 
@@ -235,6 +322,7 @@ impl CallShared {
 /// stops reading; on the client, dropping the call's stream cancels it.
 pub struct Streaming<M> {
     shared: Arc<CallShared>,
+    taken: Taken,
     out: Sender<RpcEncoder>,
     call: CallId,
     /// Keeps the call alive (client side: dropping cancels the call).
@@ -258,6 +346,7 @@ impl<M> Streaming<M> {
         guard: Option<Box<dyn Send + Sync>>,
     ) -> Self {
         Streaming {
+            taken: Taken::new(&shared),
             shared,
             out,
             call,
@@ -281,7 +370,17 @@ impl<M: prost::Message + Default> Streaming<M> {
     }
 
     fn poll_next_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<M, Status>>> {
-        let (item, grant) = std::task::ready!(self.shared.poll_next(cx));
+        let (item, grant) = match self.taken.next() {
+            Some(msg) => {
+                let grant = if self.taken.due() {
+                    self.shared.credit(&mut self.taken)
+                } else {
+                    0
+                };
+                (Poll::Ready(Some(Ok(msg))), grant)
+            }
+            None => self.shared.poll_take(&mut self.taken, cx),
+        };
         if grant > 0 {
             // Credit is small and must not wait behind data.
             let _ = self.out.force_send(Frame::Credit(Credit {
@@ -289,6 +388,7 @@ impl<M: prost::Message + Default> Streaming<M> {
                 n: grant,
             }));
         }
+        let item = std::task::ready!(item);
         Poll::Ready(item.map(|r| {
             r.and_then(|b| {
                 M::decode(b).map_err(|e| Status::internal(format!("message does not decode: {e}")))
@@ -351,20 +451,59 @@ pub(crate) async fn send_message_with_credit<M: prost::Message>(
 mod tests {
     use super::*;
 
+    /// Pushes `n` messages of `size` bytes, each consumed as it arrives;
+    /// the credit granted.
     fn consume(shared: &CallShared, n: usize, size: usize) -> u32 {
         let waker = Waker::noop();
         let mut cx = Context::from_waker(waker);
+        let mut taken = Taken::new(shared);
         let mut granted = 0;
         for _ in 0..n {
             shared
                 .push(Bytes::from(vec![0; size]))
                 .expect("within credit");
-            match shared.poll_next(&mut cx) {
-                Poll::Ready((Some(Ok(_)), grant)) => granted += grant,
+            match shared.poll_take(&mut taken, &mut cx) {
+                (Poll::Ready(Some(Ok(_))), grant) => granted += grant,
                 _ => panic!("a pushed message is ready"),
             }
         }
+        // The last is counted when the consumer comes back for more.
+        if let (Poll::Pending, grant) = shared.poll_take(&mut taken, &mut cx) {
+            granted += grant;
+        }
         granted
+    }
+
+    #[test]
+    fn a_run_taken_at_once_returns_credit_at_half_the_window() {
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let shared = CallShared::new(64, 64);
+        let mut run: Vec<Bytes> = (0..64).map(|_| Bytes::from_static(&[0; 16])).collect();
+        shared.push_run(&mut run).expect("within credit");
+        assert!(run.is_empty());
+        // One more than the credit is a violation, and nothing of it is queued.
+        let mut excess = vec![Bytes::new()];
+        assert!(shared.push_run(&mut excess).is_err());
+        shared.st.lock().recv_allowed += 1;
+
+        let mut taken = Taken::new(&shared);
+        let (first, grant) = shared.poll_take(&mut taken, &mut cx);
+        assert!(matches!(first, Poll::Ready(Some(Ok(_)))));
+        assert_eq!(grant, 0);
+        assert_eq!(taken.msgs.len(), 63, "the whole run is taken at once");
+        assert!(shared.st.lock().inbox.is_empty());
+        // The credit comes due with the 32nd message handed out, while
+        // half the run is still to be consumed: the peer need not stall.
+        let mut handed = 1;
+        while !taken.due() {
+            taken.next().expect("still taken");
+            handed += 1;
+        }
+        assert_eq!(handed, 32);
+        let grant = shared.credit(&mut taken);
+        assert!(grant >= 32, "granted {grant}");
+        assert_eq!(taken.msgs.len(), 32);
     }
 
     #[test]
