@@ -134,7 +134,7 @@ async fn fails(pending: tokio::task::JoinHandle<Result<Response<Echo>, Status>>)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_frames_in_one_write_arrive_whole_and_in_order() {
-    // More frames than the client handles per run of its reader (256), all
+    // More frames than the client handles per run of its reader (`READ_RUN`, 32), all
     // in one write: they reach the client's buffer together.
     const N: u64 = 5_000;
     let (listener, addr) = listener().await;

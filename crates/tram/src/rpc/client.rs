@@ -829,8 +829,12 @@ enum State {
     Stream(Arc<CallShared>),
 }
 
-/// Frames decoded ahead of taking the call table's lock, at most.
-const READ_RUN: usize = 256;
+/// Frames decoded ahead of taking the call table's lock, at most. Short
+/// enough that the callers of a run are woken (and, on another worker, run)
+/// while the reader handles the next, and that callers opening calls are
+/// not held off for long; long enough to amortise the lock. With 256 calls
+/// in flight, 32 gave 26% more calls/s than 256 (A/B, 6 pairs).
+const READ_RUN: usize = 32;
 
 /// Consecutive plain messages of one stream call within a read's run, held
 /// back to be queued on the call under one lock (and with one wake-up).
