@@ -1152,6 +1152,13 @@ async fn serve_transport(
     }
 }
 
+/// Frames a connection's driver handles per turn. The answers to a turn's
+/// calls are written as it ends, so a short turn lets the client work on
+/// them while the server handles the next: with 256 calls in flight, 64
+/// gave 30% more calls/s than 1024 (A/B, 5 rounds), for one write per 64
+/// answers at most.
+const TURN_FRAMES: usize = 64;
+
 impl Driver {
     fn poll(
         &mut self,
@@ -1162,10 +1169,11 @@ impl Driver {
         let _cork = out.cork();
         // Frames first, a bounded number per turn so handlers get polled.
         // Stopping at the bound leaves frames unread and no wake-up
-        // registered with the socket: the driver then wakes itself.
+        // registered with the socket: the driver then wakes itself, and the
+        // writer sends the turn's answers meanwhile.
         let mut more_frames = true;
         let mut got = false;
-        for _ in 0..1024 {
+        for _ in 0..TURN_FRAMES {
             match inbound.poll_recv(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     got = true;
