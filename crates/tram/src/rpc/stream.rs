@@ -55,6 +55,22 @@ const WINDOW_BYTES: usize = 256 * 1024;
 const MAX_WINDOW: u32 = 4096;
 
 impl CallState {
+    /// Counts what `taken` says was consumed since it last came here; the
+    /// credit to hand back to the peer, if it is time to.
+    fn account(&mut self, taken: &mut Taken) -> u32 {
+        self.consumed += std::mem::take(&mut taken.consumed);
+        self.consumed_bytes += std::mem::take(&mut taken.bytes);
+        let mut grant = 0;
+        // Return credit in batches of half the window, not per message,
+        // and not once the peer is done sending.
+        if self.consumed >= self.window.div_ceil(2) && self.inbox_end.is_none() {
+            grant = self.retune();
+            self.recv_allowed += i64::from(grant);
+        }
+        taken.until = self.window.div_ceil(2).saturating_sub(self.consumed).max(1);
+        grant
+    }
+
     /// Credit to return for what was consumed since the last grant, after
     /// fitting the window to the size of the messages consumed.
     fn retune(&mut self) -> u32 {
@@ -218,22 +234,7 @@ impl CallShared {
     /// Counts what `taken` says was consumed since it last came here, and
     /// returns the credit to hand back to the peer if it is time to.
     fn credit(&self, taken: &mut Taken) -> u32 {
-        let mut st = self.st.lock();
-        self.account(&mut st, taken)
-    }
-
-    fn account(&self, st: &mut CallState, taken: &mut Taken) -> u32 {
-        st.consumed += std::mem::take(&mut taken.consumed);
-        st.consumed_bytes += std::mem::take(&mut taken.bytes);
-        let mut grant = 0;
-        // Return credit in batches of half the window, not per message,
-        // and not once the peer is done sending.
-        if st.consumed >= st.window.div_ceil(2) && st.inbox_end.is_none() {
-            grant = st.retune();
-            st.recv_allowed += i64::from(grant);
-        }
-        taken.until = st.window.div_ceil(2).saturating_sub(st.consumed).max(1);
-        grant
+        self.st.lock().account(taken)
     }
 
     /// For a consumer that has consumed everything it took: takes every
@@ -250,7 +251,7 @@ impl CallShared {
             "taken before the last run was consumed"
         );
         let mut st = self.st.lock();
-        let grant = self.account(&mut st, taken);
+        let grant = st.account(taken);
         if !st.inbox.is_empty() {
             // The emptied buffer goes back as the inbox: neither side
             // allocates once both have grown to the usual run.
