@@ -51,6 +51,27 @@ impl<T> futures_core::Stream for Rx<T> {
     }
 }
 
+/// `n` messages, every one ready at once, then the end, or `fail` if set.
+struct Burst {
+    next: u64,
+    n: u64,
+    fail: Option<Status>,
+}
+
+impl futures_core::Stream for Burst {
+    type Item = Result<Echo, Status>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.next < self.n {
+            self.next += 1;
+            return std::task::Poll::Ready(Some(Ok(echo(self.next - 1))));
+        }
+        std::task::Poll::Ready(self.fail.take().map(Err))
+    }
+}
+
 /// Signals when dropped: how tests observe a handler being cancelled.
 struct DropSignal(Option<oneshot::Sender<Instant>>);
 
@@ -114,6 +135,16 @@ fn echo_service() -> ServerBuilder {
                 .unwrap()
                 .build();
             Ok(Response::new(Rx(rx)).with_metadata(headers))
+        })
+        .server_streaming("/test.Echo/Burst", |req: Request<Echo>| async move {
+            // `id` messages; a payload of "fail" ends the stream with an
+            // error after them.
+            let fail = (&req.get_ref().payload[..] == b"fail").then(|| Status::aborted("enough"));
+            Ok(Response::new(Burst {
+                next: 0,
+                n: req.get_ref().id,
+                fail,
+            }))
         })
         .client_streaming(
             "/test.Echo/Sum",
@@ -233,6 +264,48 @@ async fn server_streaming_client_streaming_and_bidi() {
     }
     tx.close();
     assert_eq!(within(5, "chat end", rx.message()).await.unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_always_ready_goes_out_in_order_within_credit_then_its_end() {
+    // The server takes ready messages a run at a time; each run is held to
+    // the client's credit (64 to start), and an error after the messages
+    // still comes after all of them.
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::new(addr.to_string());
+    for fail in [false, true] {
+        let req = Echo {
+            id: 10_000,
+            payload: Bytes::from_static(if fail { b"fail" } else { b"" }),
+        };
+        let mut stream = ch
+            .server_streaming::<_, Echo>("/test.Echo/Burst", Request::new(req))
+            .await
+            .unwrap();
+        let mut got = 0;
+        let end = within(10, "the burst", async {
+            loop {
+                match stream.message().await {
+                    Ok(Some(m)) => {
+                        assert_eq!(m, echo(got));
+                        got += 1;
+                    }
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+        })
+        .await;
+        assert_eq!(got, 10_000);
+        match end {
+            Ok(()) => assert!(!fail),
+            Err(e) => {
+                assert!(fail, "{e:?}");
+                assert_eq!(e.code(), Code::Aborted);
+                assert_eq!(e.message(), "enough");
+            }
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

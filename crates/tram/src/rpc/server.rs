@@ -24,7 +24,7 @@ use tram_wire::{CallId, Code, Frame, GoAway, Metadata, Reason, Settings};
 use super::codec::{Hello, Msg, RpcDecoder, RpcEncoder};
 use super::exec::{BoxFuture, Exec};
 use super::intercept::{CallInfo, ServerInterceptor};
-use super::stream::{CallShared, Streaming, send_message_with_credit};
+use super::stream::{CallShared, Streaming, send_failed, send_message_with_credit};
 use super::{Request, Response, Status};
 use crate::conn::{self, Connection, Listener, Sender, TcpConfig};
 
@@ -479,37 +479,78 @@ where
     let mut stream = pin!(stream);
     // While the handler's stream has messages ready and the client has
     // granted credit for them, they are only queued (corked); the queue is
-    // written as soon as either runs dry: a burst costs one write.
+    // written as soon as either runs dry: a burst costs one write. The
+    // messages ready are taken a run at a time and queued under one lock.
     let mut cork = None;
+    let mut run: Vec<M> = Vec::new();
     loop {
-        let next = std::future::poll_fn(|cx| {
-            let next = stream.as_mut().poll_next(cx);
-            if next.is_pending() {
-                cork = None;
+        // The messages ready now (at least one), and whether the stream
+        // ended after them, or failed.
+        let ended = std::future::poll_fn(|cx| {
+            while run.len() < STREAM_RUN {
+                match stream.as_mut().poll_next(cx) {
+                    Poll::Ready(Some(Ok(m))) => run.push(m),
+                    Poll::Ready(Some(Err(s))) => return Poll::Ready(Some(Err(s))),
+                    Poll::Ready(None) => return Poll::Ready(Some(Ok(()))),
+                    Poll::Pending if run.is_empty() => {
+                        cork = None;
+                        return Poll::Pending;
+                    }
+                    Poll::Pending => break,
+                }
             }
-            next
+            Poll::Ready(None)
         })
         .await;
-        let Some(item) = next else {
-            return Ok(headers.unwrap_or_default());
-        };
-        let item = item?;
-        if credit == 0 {
-            credit = shared.take_all_send_credit()?;
+        let mut sent = 0;
+        while sent < run.len() {
             if credit == 0 {
-                cork = None;
-                shared.take_send_credit().await?;
-                credit = 1 + shared.take_all_send_credit()?;
+                credit = shared.take_all_send_credit()?;
+                if credit == 0 {
+                    cork = None;
+                    shared.take_send_credit().await?;
+                    credit = 1 + shared.take_all_send_credit()?;
+                }
+            }
+            if cork.is_none() {
+                cork = Some(start.out.cork());
+            }
+            if let Some(first) = headers.take() {
+                // The first message carries the response's headers.
+                send_message_with_credit(&start.out, start.call, &run[0], false, Some(&first))
+                    .await?;
+                (sent, credit) = (1, credit - 1);
+                continue;
+            }
+            let upto = run
+                .len()
+                .min(sent + usize::try_from(credit).unwrap_or(usize::MAX));
+            let mut msgs = run[sent..upto].iter().map(|msg| Msg {
+                call: start.call,
+                end_stream: false,
+                metadata: None,
+                msg,
+            });
+            let queued = start.out.try_send_iter(&mut msgs).map_err(send_failed)?;
+            sent += queued;
+            credit -= queued as u64;
+            if sent < upto {
+                // The queue is full: wait for the writer to make room.
+                start.out.ready().await.map_err(send_failed)?;
             }
         }
-        credit -= 1;
-        if cork.is_none() {
-            cork = Some(start.out.cork());
+        run.clear();
+        match ended {
+            None => {}
+            Some(Ok(())) => return Ok(headers.unwrap_or_default()),
+            Some(Err(s)) => return Err(s),
         }
-        let first = headers.take();
-        send_message_with_credit(&start.out, start.call, &item, false, first.as_ref()).await?;
     }
 }
+
+/// Messages of a response stream taken from the handler and queued
+/// together, at most.
+const STREAM_RUN: usize = 64;
 
 /// The request of a single-request method, decoded from the CALL.
 fn single_request<M: prost::Message + Default>(start: &Start) -> Result<Request<M>, Status> {

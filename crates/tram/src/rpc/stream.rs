@@ -442,10 +442,15 @@ pub(crate) async fn send_message_with_credit<M: prost::Message>(
         msg,
     })
     .await
-    .map_err(|e| match e.kind() {
+    .map_err(send_failed)
+}
+
+/// Why a message could not be queued, as the call's status.
+pub(crate) fn send_failed(e: crate::conn::Error) -> Status {
+    match e.kind() {
         crate::conn::ErrorKind::Encode => Status::resource_exhausted(e.to_string()),
         _ => Status::unavailable("connection closed"),
-    })
+    }
 }
 
 #[cfg(test)]
