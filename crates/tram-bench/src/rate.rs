@@ -354,7 +354,7 @@ fn print_tables(systems: &[SystemSweep]) {
             ] {
                 if let (Some(a), Some(b)) = (a, b) {
                     println!(
-                        "tram / {} at p99.9 < {name}: {:.2}x (capped by the sweep's rates)",
+                        "tram / {} at p99.9 < {name}: {:.2}x (at the sweep's rate steps)",
                         other.system,
                         a as f64 / b as f64
                     );
