@@ -1057,7 +1057,7 @@ impl ClientConn {
         // by one read, most likely), so the call is queued for the writer
         // task's next batch: one write for them all.
         let (id, alone) = id;
-        let mut handle = self.handle(id);
+        let mut handle = Arc::clone(self).handle(id);
         let head = call_head(id, end_stream, timeout, metadata);
         match self.out.send_hinted(Open { path, head, msg }, alone).await {
             Ok(()) => {
@@ -1074,7 +1074,7 @@ impl ClientConn {
     /// Opens a unary call without waiting: registers it with `waker` and
     /// queues its CALL frame, or says why not.
     fn try_open_unary<M: prost::Message>(
-        self: &Arc<Self>,
+        self: Arc<Self>,
         path: &str,
         msg: &M,
         metadata: Metadata,
@@ -1105,6 +1105,8 @@ impl ClientConn {
             }) as CallId;
             (id, self.count(&calls))
         };
+        // The handle takes over the caller's reference to the connection
+        // (a reference count is a line every caller's thread shares).
         let mut handle = self.handle(id);
         let head = call_head(id, true, timeout, metadata);
         let open = Open {
@@ -1112,7 +1114,7 @@ impl ClientConn {
             head,
             msg: Some(msg),
         };
-        match self.out.try_push(open, alone) {
+        match handle.conn.out.try_push(open, alone) {
             Ok(()) => {
                 handle.sent = true;
                 Ok(handle)
@@ -1125,16 +1127,17 @@ impl ClientConn {
                 format!("request not sent: {e}"),
             ))),
             Err(conn::TrySendError::Closed(_)) => {
+                let status = handle.conn.broken_status();
                 drop(handle);
-                Err(Opened::Failed(self.broken_status()))
+                Err(Opened::Failed(status))
             }
         }
     }
 
     /// The caller's handle on call `id`, not yet sent.
-    fn handle(self: &Arc<Self>, id: CallId) -> CallHandle {
+    fn handle(self: Arc<Self>, id: CallId) -> CallHandle {
         CallHandle {
-            conn: self.clone(),
+            conn: self,
             id,
             sent: false,
             done: false,

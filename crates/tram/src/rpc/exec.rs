@@ -21,7 +21,8 @@ pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 pub(crate) struct Exec<T> {
     tasks: Slab<Task<T>>,
     /// One waker per slot index, reused across occupants.
-    wakers: Vec<Arc<SlotWaker>>,
+    /// Each slot's waker, made once: polling a task clones nothing.
+    wakers: Vec<(Arc<SlotWaker>, Waker)>,
     ready: Arc<Ready>,
 }
 
@@ -78,11 +79,13 @@ impl<T> Exec<T> {
     pub(crate) fn spawn(&mut self, fut: BoxFuture, tag: T) -> Option<usize> {
         let idx = self.tasks.insert(Task { fut, tag });
         if idx == self.wakers.len() {
-            self.wakers.push(Arc::new(SlotWaker {
+            let slot = Arc::new(SlotWaker {
                 idx,
                 queued: AtomicBool::new(false),
                 ready: self.ready.clone(),
-            }));
+            });
+            let waker = Waker::from(slot.clone());
+            self.wakers.push((slot, waker));
         }
         if self.poll_one(idx) {
             self.tasks.remove(idx);
@@ -124,10 +127,9 @@ impl<T> Exec<T> {
     /// Polls the future at `idx`; true if it finished (the caller removes
     /// it).
     fn poll_one(&mut self, idx: usize) -> bool {
-        let slot_waker = &self.wakers[idx];
-        slot_waker.queued.store(false, Ordering::Release);
-        let waker = Waker::from(slot_waker.clone());
-        let mut cx = Context::from_waker(&waker);
+        let (slot, waker) = &self.wakers[idx];
+        slot.queued.store(false, Ordering::Release);
+        let mut cx = Context::from_waker(waker);
         let Some(task) = self.tasks.get_mut(idx) else {
             return false;
         };
