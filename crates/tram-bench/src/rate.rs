@@ -308,17 +308,18 @@ fn print_tables(systems: &[SystemSweep]) {
     for s in systems {
         println!("\n{}:\n", s.system);
         println!(
-            "| offered/s | achieved/s | p50 µs | p99 µs | p99.9 µs | max µs | client CPU µs/call | server CPU µs/call | errors |"
+            "| offered/s | achieved/s | p50 µs | p99 µs | p99.9 µs | p99.9 µs, median of rounds | max µs | client CPU µs/call | server CPU µs/call | errors |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
         for p in &s.steps {
             println!(
-                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {}{} |",
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {}{} |",
                 si(p.rate as f64),
                 si(p.achieved),
                 p.latency.p50_us,
                 p.latency.p99_us,
                 p.latency.p999_us,
+                Summary::of(&p.p999_rounds_us).median,
                 p.latency.max_us,
                 p.client_cpu_us.median,
                 p.server_cpu_us.median,
