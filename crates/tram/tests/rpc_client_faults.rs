@@ -58,9 +58,15 @@ impl Peer {
             &wire::preface::PREFACE
         );
         let _ = peer.buf.split_to(wire::preface::PREFACE.len());
+        let call = peer.next_call().await;
+        (peer, call)
+    }
+
+    /// Reads up to the client's next CALL; returns its id.
+    async fn next_call(&mut self) -> u32 {
         loop {
-            if let Frame::Call(c) = peer.next_frame().await {
-                return (peer, c.call);
+            if let Frame::Call(c) = self.next_frame().await {
+                return c.call;
             }
         }
     }
@@ -109,6 +115,13 @@ async fn listener() -> (TcpListener, SocketAddr) {
     (listener, addr)
 }
 
+/// A channel to `addr` that grants each stream `credit` messages.
+fn channel_with_credit(addr: SocketAddr, credit: u32) -> Channel {
+    let mut config = ChannelConfig::default();
+    config.settings.initial_credit = credit;
+    Channel::with_config(addr.to_string(), config)
+}
+
 fn message(call: u32, id: u64, end_stream: bool) -> Frame {
     Frame::Message(wire::Message {
         call,
@@ -134,13 +147,12 @@ async fn fails(pending: tokio::task::JoinHandle<Result<Response<Echo>, Status>>)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_frames_in_one_write_arrive_whole_and_in_order() {
-    // More frames than the client handles per run of its reader (`READ_RUN`, 32), all
-    // in one write: they reach the client's buffer together.
+    // More frames than the client handles per run of its reader
+    // (`READ_RUN`, 32), all in one write: they reach the client's buffer
+    // together.
     const N: u64 = 5_000;
     let (listener, addr) = listener().await;
-    let mut config = ChannelConfig::default();
-    config.settings.initial_credit = N as u32;
-    let ch = Channel::with_config(addr.to_string(), config);
+    let ch = channel_with_credit(addr, N as u32);
     let client = tokio::spawn(async move {
         let mut stream = ch
             .server_streaming::<_, Echo>(COUNT, Request::new(Echo { id: N }))
@@ -204,19 +216,13 @@ async fn interleaved_runs_of_two_streams_each_arrive_in_order() {
     // The client queues consecutive messages of one call together: runs of
     // different lengths, alternating between two calls, in one write.
     let (listener, addr) = listener().await;
-    let mut config = ChannelConfig::default();
-    config.settings.initial_credit = 4096;
-    let ch = Channel::with_config(addr.to_string(), config);
+    let ch = channel_with_credit(addr, 4096);
     let (go, wait) = tokio::sync::oneshot::channel();
     let first = counting_stream(&ch, wait);
     let (mut peer, a) = Peer::accept(&listener).await;
     let (go_b, wait_b) = tokio::sync::oneshot::channel();
     let second = counting_stream(&ch, wait_b);
-    let b = loop {
-        if let Frame::Call(c) = peer.next_frame().await {
-            break c.call;
-        }
-    };
+    let b = peer.next_call().await;
     let mut burst = BytesMut::new();
     let (mut next_a, mut next_b) = (0, 0);
     for run in 0..400u64 {
@@ -246,9 +252,7 @@ async fn messages_beyond_the_credit_fail_the_stream_and_get_goaway() {
     // (in one write) and the client has answered with GOAWAY, so no credit
     // can have been returned meanwhile.
     let (listener, addr) = listener().await;
-    let mut config = ChannelConfig::default();
-    config.settings.initial_credit = 8;
-    let ch = Channel::with_config(addr.to_string(), config);
+    let ch = channel_with_credit(addr, 8);
     let (go, wait) = tokio::sync::oneshot::channel();
     let stream = counting_stream(&ch, wait);
     let (mut peer, call) = Peer::accept(&listener).await;
