@@ -88,7 +88,10 @@ fn one_message(body: &[u8]) -> Bytes {
 async fn call(addr: SocketAddr, req: Request<()>, body: Bytes) -> (http::StatusCode, HeaderMap) {
     let mut client = h2(addr).await;
     let (resp, mut send) = client.send_request(req, false).unwrap();
-    send.send_data(body, true).unwrap();
+    // The gateway may answer (and reset the stream with NO_ERROR) from the
+    // headers alone, before the body is sent; HTTP/2 allows that, so a
+    // failed send here is not an error of the test's concern.
+    let _ = send.send_data(body, true);
     let resp = tokio::time::timeout(Duration::from_secs(5), resp)
         .await
         .unwrap()
