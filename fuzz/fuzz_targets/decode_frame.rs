@@ -2,12 +2,14 @@
 //! and checks the decoder's contract on every step: no panic, a frame
 //! consumes bytes, `None` and errors consume nothing, memory follows the
 //! input, and every decoded frame re-encodes to bytes that decode to the
-//! same frame.
+//! same frame. With the split byte odd, runs of plain messages are taken
+//! first ([`FrameDecoder::decode_run`]), and each must hold exactly the
+//! messages that decoding frame by frame gives.
 #![no_main]
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use tram_wire::{FrameDecoder, decode_exact};
+use tram_wire::{Frame, FrameDecoder, Message, decode_exact};
 
 const MAX: u32 = 1 << 20;
 
@@ -21,6 +23,26 @@ fuzz_target!(|data: &[u8]| {
     let mut buf = BytesMut::new();
     let mut fed = 0;
     loop {
+        if split % 2 == 1 {
+            let snapshot = buf.clone();
+            if let Some(run) = dec.decode_run(&mut buf) {
+                let (call, mut one_by_one) = (run.call(), snapshot);
+                assert!(run.len() > 0);
+                for payload in run {
+                    let frame = dec.decode(&mut one_by_one).expect("a run's frame decodes");
+                    let plain = Frame::Message(Message {
+                        call,
+                        end_stream: false,
+                        metadata: None,
+                        payload,
+                    });
+                    assert_eq!(frame, Some(plain));
+                }
+                assert_eq!(one_by_one, buf);
+                continue;
+            }
+            assert_eq!(snapshot, buf, "no run, nothing taken");
+        }
         let (before, capacity) = (buf.len(), buf.capacity());
         match dec.decode(&mut buf) {
             Ok(Some(frame)) => {

@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tram_wire::{Call, CallId, Cancel, Code, End, Frame, Metadata, Settings};
 
-use super::codec::{Hello, Open, RpcDecoder, RpcEncoder};
+use super::codec::{Hello, Open, Received, RpcEncoder, RunDecoder};
 use super::stream::{CallShared, Streaming, send_message};
 use super::{Request, Response, Status};
 use crate::conn::{self, Connection, Sender, TcpConfig};
@@ -836,27 +836,6 @@ enum State {
 /// in flight, 32 gave 26% more calls/s than 256 (A/B, 6 pairs).
 const READ_RUN: usize = 32;
 
-/// Consecutive plain messages of one stream call within a read's run, held
-/// back to be queued on the call under one lock (and with one wake-up).
-#[derive(Default)]
-struct StreamRun {
-    call: CallId,
-    to: Option<Arc<CallShared>>,
-    msgs: Vec<Bytes>,
-}
-
-impl StreamRun {
-    /// Queues the messages held back, if any.
-    fn flush(&mut self) -> Result<(), Broken> {
-        match self.to.take() {
-            Some(s) => s
-                .push_run(&mut self.msgs)
-                .map_err(|_| Broken(format!("MESSAGE without credit on call {}", self.call))),
-            None => Ok(()),
-        }
-    }
-}
-
 /// A protocol violation by the server.
 struct Broken(String);
 
@@ -896,7 +875,7 @@ impl ClientConn {
         let (mut inbound, out) = Connection::from_parts(
             read,
             write,
-            RpcDecoder::new(max_frame),
+            RunDecoder::new(max_frame),
             RpcEncoder::new(),
             cfg.conn
                 .max_frame_len(max_frame as usize + tram_wire::MAX_HEADER_LEN),
@@ -1254,13 +1233,12 @@ impl ClientConn {
 
     async fn read_loop(
         &self,
-        inbound: &mut conn::Inbound<super::BoxRead, RpcDecoder>,
+        inbound: &mut conn::Inbound<super::BoxRead, RunDecoder>,
         keepalive: Option<super::Keepalive>,
         settled_tx: &mut Option<tokio::sync::oneshot::Sender<Result<(), Status>>>,
     ) -> Status {
         let mut settled = false;
         let mut wakers = Vec::new();
-        let mut run = StreamRun::default();
         let mut batch = Vec::new();
         // Keepalive: the timer is only looked at when it fires; frames just
         // move `last_rx` (a clock read per read, no timer reset).
@@ -1306,7 +1284,7 @@ impl ClientConn {
                 None => return Status::unavailable("connection closed by the server"),
             };
             if !settled {
-                let Frame::Settings(s) = frame else {
+                let Received::Frame(Frame::Settings(s)) = frame else {
                     return self.violation(Broken("first frame is not SETTINGS".into()));
                 };
                 self.calls.lock().peer = s;
@@ -1340,13 +1318,14 @@ impl ClientConn {
                 {
                     let mut calls = self.calls.lock();
                     for frame in batch.drain(..) {
-                        if let Err(b) = self.on_frame(&mut calls, frame, &mut run, &mut wakers) {
+                        let handled = match frame {
+                            Received::Frame(frame) => self.on_frame(&mut calls, frame, &mut wakers),
+                            Received::Run(run) => self.on_run(&mut calls, run),
+                        };
+                        if let Err(b) = handled {
                             broken = Some(b);
                             break;
                         }
-                    }
-                    if let Err(b) = run.flush() {
-                        broken.get_or_insert(b);
                     }
                 }
                 wakers.drain(..).for_each(Waker::wake);
@@ -1378,28 +1357,36 @@ impl ClientConn {
         Status::internal(format!("protocol error: {}", b.0))
     }
 
+    /// Plain messages of one call: a stream's are queued on it whole; a
+    /// unary call takes one (its END follows).
+    fn on_run(&self, calls: &mut Calls, mut run: tram_wire::MessageRun) -> Result<(), Broken> {
+        let id = run.call();
+        let entry = calls
+            .slab
+            .get_mut(id as usize)
+            .filter(|e| !e.server_done)
+            .ok_or_else(|| Broken(format!("MESSAGE on call {id} not open")))?;
+        entry.answered = true;
+        match &mut entry.state {
+            State::Stream(s) => s
+                .push_run(run)
+                .map_err(|_| Broken(format!("MESSAGE without credit on call {id}"))),
+            State::Unary { body, .. } => match (body.is_none() && run.len() == 1, run.next()) {
+                (true, Some(payload)) => {
+                    *body = Some((payload, None));
+                    Ok(())
+                }
+                _ => Err(Broken(format!("two responses on unary call {id}"))),
+            },
+        }
+    }
+
     fn on_frame(
         &self,
         calls: &mut Calls,
         frame: Frame,
-        run: &mut StreamRun,
         wakers: &mut Vec<Waker>,
     ) -> Result<(), Broken> {
-        let frame = match frame {
-            // The run's call is open and answered (a plain message started
-            // the run, and nothing else touches the table meanwhile).
-            Frame::Message(m)
-                if run.to.is_some()
-                    && run.call == m.call
-                    && m.metadata.is_none()
-                    && !m.end_stream =>
-            {
-                run.msgs.push(m.payload);
-                return Ok(());
-            }
-            frame => frame,
-        };
-        run.flush()?;
         match frame {
             Frame::Message(m) => {
                 let entry = calls
@@ -1431,11 +1418,6 @@ impl ClientConn {
                             entry.server_done = true;
                             wakers.extend(waker.take());
                         }
-                    }
-                    State::Stream(s) if m.metadata.is_none() && !m.end_stream => {
-                        run.call = m.call;
-                        run.to = Some(s.clone());
-                        run.msgs.push(m.payload);
                     }
                     State::Stream(s) => {
                         if let Some(headers) = m.metadata {

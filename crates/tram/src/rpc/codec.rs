@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use bytes::{Buf, BytesMut};
 use tram_wire::{
-    Bind, Call, CallId, Frame, FrameDecoder, Metadata, Settings, encode_call_header,
+    Bind, Call, CallId, Frame, FrameDecoder, MessageRun, Metadata, Settings, encode_call_header,
     encode_message_header, encode_message_header_with_metadata, preface,
 };
 
@@ -257,5 +257,40 @@ impl Decoder for RpcDecoder {
             }
         }
         self.frames.decode(src)
+    }
+}
+
+/// What the client's reader gets: a frame, or a run of plain messages of
+/// one call (as a stream of small responses arrives).
+#[derive(Debug)]
+pub(crate) enum Received {
+    Frame(Frame),
+    Run(MessageRun),
+}
+
+/// The client's decoder: [`RpcDecoder`], taking plain messages of one call
+/// a run at a time ([`FrameDecoder::decode_run`]) so that its reader hands
+/// a stream's messages over a run at a time, parsed only as they are
+/// consumed.
+#[derive(Debug, Clone)]
+pub(crate) struct RunDecoder(RpcDecoder);
+
+impl RunDecoder {
+    pub(crate) fn new(max_frame_size: u32) -> RunDecoder {
+        RunDecoder(RpcDecoder::new(max_frame_size))
+    }
+}
+
+impl Decoder for RunDecoder {
+    type Item = Received;
+    type Error = tram_wire::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Received>, tram_wire::Error> {
+        if self.0.preface_seen {
+            if let Some(run) = self.0.frames.decode_run(src) {
+                return Ok(Some(Received::Run(run)));
+            }
+        }
+        Ok(self.0.decode(src)?.map(Received::Frame))
     }
 }

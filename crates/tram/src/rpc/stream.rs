@@ -8,9 +8,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use parking_lot::Mutex;
-use tram_wire::{CallId, Credit, Frame, Metadata};
+use tram_wire::{CallId, Credit, Frame, MessageRun, Metadata};
 
 use super::Status;
 use super::codec::{Msg, RpcEncoder};
@@ -21,8 +21,15 @@ pub(crate) struct CallShared {
     st: Mutex<CallState>,
 }
 
+/// Messages waiting for the consumer: one at a time, or a run of plain
+/// messages as it came off the wire (parsed as it is consumed).
+enum Queued {
+    One(Bytes),
+    Run(MessageRun),
+}
+
 struct CallState {
-    inbox: VecDeque<Bytes>,
+    inbox: VecDeque<Queued>,
     /// How the inbound direction ended, once it has.
     inbox_end: Option<Result<(), Status>>,
     reader: Option<Waker>,
@@ -139,7 +146,7 @@ impl CallShared {
             return Err(CreditViolation);
         }
         if st.inbox_end.is_none() {
-            st.inbox.push_back(msg);
+            st.inbox.push_back(Queued::One(msg));
             if let Some(w) = st.reader.take() {
                 w.wake();
             }
@@ -147,22 +154,19 @@ impl CallShared {
         Ok(())
     }
 
-    /// A run of messages from the peer, queued under one lock; `msgs` is
-    /// left empty.
-    pub(crate) fn push_run(&self, msgs: &mut Vec<Bytes>) -> Result<(), CreditViolation> {
+    /// A run of plain messages from the peer, queued whole: one lock, one
+    /// queue entry and one wake-up for all of them.
+    pub(crate) fn push_run(&self, run: MessageRun) -> Result<(), CreditViolation> {
         let mut st = self.st.lock();
-        st.recv_allowed -= msgs.len() as i64;
+        st.recv_allowed -= run.len() as i64;
         if st.recv_allowed < 0 {
-            msgs.clear();
             return Err(CreditViolation);
         }
         if st.inbox_end.is_none() {
-            st.inbox.extend(msgs.drain(..));
+            st.inbox.push_back(Queued::Run(run));
             if let Some(w) = st.reader.take() {
                 w.wake();
             }
-        } else {
-            msgs.clear();
         }
         Ok(())
     }
@@ -238,14 +242,15 @@ impl CallShared {
     }
 
     /// For a consumer that has consumed everything it took: takes every
-    /// message that has arrived since, and returns the first; `Ready(None)`
-    /// at a clean end. Also returns the credit to hand back to the peer, if
-    /// it is time to, even when there is nothing to take yet.
+    /// message that has arrived since (`Ready(Some(Ok(())))`: `taken` has
+    /// them), or `Ready(None)` at a clean end. Also returns the credit to
+    /// hand back to the peer, if it is time to, even when there is nothing
+    /// to take yet.
     fn poll_take(
         &self,
         taken: &mut Taken,
         cx: &mut Context<'_>,
-    ) -> (Poll<Option<Result<Bytes, Status>>>, u32) {
+    ) -> (Poll<Option<Result<(), Status>>>, u32) {
         debug_assert!(
             taken.msgs.is_empty(),
             "taken before the last run was consumed"
@@ -256,8 +261,7 @@ impl CallShared {
             // The emptied buffer goes back as the inbox: neither side
             // allocates once both have grown to the usual run.
             std::mem::swap(&mut st.inbox, &mut taken.msgs);
-            drop(st);
-            return (Poll::Ready(taken.next().map(Ok)), grant);
+            return (Poll::Ready(Some(Ok(()))), grant);
         }
         let next = match &mut st.inbox_end {
             Some(Ok(())) => Poll::Ready(None),
@@ -281,7 +285,7 @@ impl CallShared {
 /// it is due a grant of credit (so credit flows back as promptly as if each
 /// message were taken alone) or when the consumer comes back for more.
 struct Taken {
-    msgs: VecDeque<Bytes>,
+    msgs: VecDeque<Queued>,
     /// Messages handed out and not yet counted in the call's state, and
     /// their bytes.
     consumed: u32,
@@ -300,12 +304,31 @@ impl Taken {
         }
     }
 
-    /// The next message taken, counted as consumed.
-    fn next(&mut self) -> Option<Bytes> {
-        let msg = self.msgs.pop_front()?;
-        self.consumed += 1;
-        self.bytes += msg.len();
-        Some(msg)
+    /// The next message taken, decoded, counted as consumed. A message of
+    /// a run is decoded where it lies in the run.
+    fn next<M: prost::Message + Default>(&mut self) -> Option<Result<M, prost::DecodeError>> {
+        loop {
+            let (len, decoded) = match self.msgs.front_mut()? {
+                Queued::Run(run) => {
+                    let next = run.next_with(|b| (b.remaining(), M::decode(b)));
+                    if run.len() == 0 {
+                        self.msgs.pop_front();
+                    }
+                    match next {
+                        Some(next) => next,
+                        // Not left queued: an empty run is taken whole.
+                        None => continue,
+                    }
+                }
+                Queued::One(_) => match self.msgs.pop_front() {
+                    Some(Queued::One(b)) => (b.len(), M::decode(b)),
+                    _ => continue,
+                },
+            };
+            self.consumed += 1;
+            self.bytes += len;
+            return Some(decoded);
+        }
     }
 
     /// Credit is due for what was consumed.
@@ -371,17 +394,33 @@ impl<M: prost::Message + Default> Streaming<M> {
     }
 
     fn poll_next_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<M, Status>>> {
-        let (item, grant) = match self.taken.next() {
-            Some(msg) => {
-                let grant = if self.taken.due() {
-                    self.shared.credit(&mut self.taken)
-                } else {
-                    0
-                };
-                (Poll::Ready(Some(Ok(msg))), grant)
+        let mut grant = 0;
+        let item = loop {
+            if let Some(item) = self.taken.next::<M>() {
+                if self.taken.due() {
+                    grant += self.shared.credit(&mut self.taken);
+                }
+                break Some(
+                    item.map_err(|e| Status::internal(format!("message does not decode: {e}"))),
+                );
             }
-            None => self.shared.poll_take(&mut self.taken, cx),
+            let (took, g) = self.shared.poll_take(&mut self.taken, cx);
+            grant += g;
+            match took {
+                Poll::Ready(Some(Ok(()))) => {}
+                Poll::Ready(Some(Err(status))) => break Some(Err(status)),
+                Poll::Ready(None) => break None,
+                Poll::Pending => {
+                    self.send_credit(grant);
+                    return Poll::Pending;
+                }
+            }
         };
+        self.send_credit(grant);
+        Poll::Ready(item)
+    }
+
+    fn send_credit(&self, grant: u32) {
         if grant > 0 {
             // Credit is small and must not wait behind data.
             let _ = self.out.force_send(Frame::Credit(Credit {
@@ -389,12 +428,6 @@ impl<M: prost::Message + Default> Streaming<M> {
                 n: grant,
             }));
         }
-        let item = std::task::ready!(item);
-        Poll::Ready(item.map(|r| {
-            r.and_then(|b| {
-                M::decode(b).map_err(|e| Status::internal(format!("message does not decode: {e}")))
-            })
-        }))
     }
 }
 
@@ -456,6 +489,36 @@ pub(crate) fn send_failed(e: crate::conn::Error) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc::RawMessage;
+
+    /// `n` plain messages of 16 bytes on call 1, as one run.
+    fn run_of(n: usize) -> MessageRun {
+        let mut buf = bytes::BytesMut::new();
+        for _ in 0..n {
+            Frame::Message(tram_wire::Message {
+                call: 1,
+                end_stream: false,
+                metadata: None,
+                payload: Bytes::from_static(&[7; 16]),
+            })
+            .encode(&mut buf);
+        }
+        let run = tram_wire::FrameDecoder::new(1 << 20).decode_run(&mut buf);
+        assert!(buf.is_empty());
+        run.expect("plain messages make a run")
+    }
+
+    /// Messages taken and not yet handed out.
+    fn left(taken: &Taken) -> usize {
+        taken
+            .msgs
+            .iter()
+            .map(|q| match q {
+                Queued::One(_) => 1,
+                Queued::Run(r) => r.len(),
+            })
+            .sum()
+    }
 
     /// Pushes `n` messages of `size` bytes, each consumed as it arrives;
     /// the credit granted.
@@ -469,9 +532,11 @@ mod tests {
                 .push(Bytes::from(vec![0; size]))
                 .expect("within credit");
             match shared.poll_take(&mut taken, &mut cx) {
-                (Poll::Ready(Some(Ok(_))), grant) => granted += grant,
+                (Poll::Ready(Some(Ok(()))), grant) => granted += grant,
                 _ => panic!("a pushed message is ready"),
             }
+            let msg = taken.next::<RawMessage>().expect("taken");
+            assert_eq!(msg.expect("decodes").0.len(), size);
         }
         // The last is counted when the consumer comes back for more.
         if let (Poll::Pending, grant) = shared.poll_take(&mut taken, &mut cx) {
@@ -485,31 +550,38 @@ mod tests {
         let waker = Waker::noop();
         let mut cx = Context::from_waker(waker);
         let shared = CallShared::new(64, 64);
-        let mut run: Vec<Bytes> = (0..64).map(|_| Bytes::from_static(&[0; 16])).collect();
-        shared.push_run(&mut run).expect("within credit");
-        assert!(run.is_empty());
+        shared.push_run(run_of(40)).expect("within credit");
+        shared.push_run(run_of(24)).expect("within credit");
         // One more than the credit is a violation, and nothing of it is queued.
-        let mut excess = vec![Bytes::new()];
-        assert!(shared.push_run(&mut excess).is_err());
+        assert!(shared.push_run(run_of(1)).is_err());
         shared.st.lock().recv_allowed += 1;
+        assert_eq!(shared.st.lock().inbox.len(), 2);
 
         let mut taken = Taken::new(&shared);
-        let (first, grant) = shared.poll_take(&mut taken, &mut cx);
-        assert!(matches!(first, Poll::Ready(Some(Ok(_)))));
+        let (took, grant) = shared.poll_take(&mut taken, &mut cx);
+        assert!(matches!(took, Poll::Ready(Some(Ok(())))));
         assert_eq!(grant, 0);
-        assert_eq!(taken.msgs.len(), 63, "the whole run is taken at once");
+        assert_eq!(left(&taken), 64, "both runs are taken at once");
         assert!(shared.st.lock().inbox.is_empty());
         // The credit comes due with the 32nd message handed out, while
         // half the run is still to be consumed: the peer need not stall.
-        let mut handed = 1;
+        let mut handed = 0;
         while !taken.due() {
-            taken.next().expect("still taken");
+            let msg = taken.next::<RawMessage>().expect("still taken");
+            assert_eq!(msg.expect("decodes").0, &[7; 16][..]);
             handed += 1;
         }
         assert_eq!(handed, 32);
         let grant = shared.credit(&mut taken);
         assert!(grant >= 32, "granted {grant}");
-        assert_eq!(taken.msgs.len(), 32);
+        assert_eq!(left(&taken), 32);
+        // The rest, across the two runs, and nothing after.
+        for _ in 0..32 {
+            let msg = taken.next::<RawMessage>().expect("still taken");
+            assert_eq!(msg.expect("decodes").0, &[7; 16][..]);
+        }
+        assert!(taken.next::<RawMessage>().is_none());
+        assert!(taken.msgs.is_empty());
     }
 
     #[test]
