@@ -209,6 +209,21 @@ async fn protocol_violations_get_goaway_and_close_only_their_connection() {
             Reason::PROTOCOL_ERROR,
         ),
         (
+            "plain data after the client closed its call",
+            {
+                let plain = |n: u8| {
+                    Frame::Message(wire::Message {
+                        call: 1,
+                        end_stream: false,
+                        metadata: None,
+                        payload: Bytes::from(vec![n]),
+                    })
+                };
+                frames(&[bind(1, SLEEP), call(1, 1), plain(1), plain(2)])
+            },
+            Reason::PROTOCOL_ERROR,
+        ),
+        (
             "a CALL on an unbound method",
             frames(&[call(1, 5)]),
             Reason::PROTOCOL_ERROR,
@@ -280,6 +295,61 @@ async fn credit_overflow_is_a_protocol_error() {
     s.write_all(&bytes).await.unwrap();
     let got = until_closed(&mut s).await;
     assert_eq!(goaway_reason(&got), Some(Reason::PROTOCOL_ERROR), "{got:?}");
+    healthy(addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_messages_beyond_the_credit_are_a_protocol_error() {
+    // The server grants a request stream 8 messages; the client sends 9 in
+    // one write, which the server reads as one run.
+    let (addr, _stop) = start(
+        service(Arc::default())
+            .initial_credit(8)
+            .client_streaming(
+                "/test.Echo/Sum",
+                |req: Request<tram::rpc::Streaming<Echo>>| async move {
+                    let mut r = req.into_inner();
+                    // Reads nothing until the client is done, so nothing
+                    // is credited back meanwhile.
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    while r.message().await?.is_some() {}
+                    Ok(Response::new(Echo { id: 0 }))
+                },
+            )
+            .build(),
+    )
+    .await;
+    let open = Frame::Call(wire::Call {
+        call: 1,
+        method: 1,
+        end_stream: false,
+        timeout_micros: None,
+        metadata: None,
+        message: None,
+    });
+    let mut all = vec![bind(1, "/test.Echo/Sum"), open];
+    all.extend((0..9u8).map(|n| {
+        Frame::Message(wire::Message {
+            call: 1,
+            end_stream: false,
+            metadata: None,
+            payload: Bytes::from(vec![8, n]),
+        })
+    }));
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(&frames(&all)).await.unwrap();
+    let got = until_closed(&mut s).await;
+    assert_eq!(goaway_reason(&got), Some(Reason::PROTOCOL_ERROR), "{got:?}");
+    let message = got.iter().find_map(|f| match f {
+        Frame::GoAway(g) => Some(g.message.clone()),
+        _ => None,
+    });
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("without credit")),
+        "{message:?}"
+    );
     healthy(addr).await;
 }
 

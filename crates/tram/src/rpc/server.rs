@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tram_wire::{CallId, Code, Frame, GoAway, Metadata, Reason, Settings};
 
-use super::codec::{Hello, Msg, RpcDecoder, RpcEncoder};
+use super::codec::{Hello, Msg, Received, RpcEncoder, RunDecoder};
 use super::exec::{BoxFuture, Exec};
 use super::intercept::{CallInfo, ServerInterceptor};
 use super::stream::{CallShared, Streaming, send_failed, send_message_with_credit};
@@ -1104,7 +1104,7 @@ async fn serve_transport(
     let (mut inbound, out) = Connection::from_parts(
         read,
         write,
-        RpcDecoder::new(settings.max_frame_size),
+        RunDecoder::new(settings.max_frame_size),
         RpcEncoder::new(),
         config
             .conn
@@ -1203,7 +1203,7 @@ const TURN_FRAMES: usize = 64;
 impl Driver {
     fn poll(
         &mut self,
-        inbound: &mut conn::Inbound<super::BoxRead, RpcDecoder>,
+        inbound: &mut conn::Inbound<super::BoxRead, RunDecoder>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), Violation>> {
         let out = self.out.clone();
@@ -1216,9 +1216,12 @@ impl Driver {
         let mut got = false;
         for _ in 0..TURN_FRAMES {
             match inbound.poll_recv(cx) {
-                Poll::Ready(Some(Ok(frame))) => {
+                Poll::Ready(Some(Ok(received))) => {
                     got = true;
-                    self.on_frame(frame)?;
+                    match received {
+                        Received::Frame(frame) => self.on_frame(frame)?,
+                        Received::Run(run) => self.on_run(run)?,
+                    }
                 }
                 Poll::Ready(Some(Err(e))) => {
                     let reason = match e.downcast_ref::<tram_wire::Error>() {
@@ -1275,6 +1278,37 @@ impl Driver {
         self.going_away = true;
     }
 
+    /// Plain messages of one call, queued on its request stream whole.
+    fn on_run(&mut self, run: tram_wire::MessageRun) -> Result<(), Violation> {
+        let Some(shared) = self.open_for_messages(run.call())? else {
+            return Ok(());
+        };
+        let call = run.call();
+        shared
+            .push_run(run)
+            .map_err(|_| violation(format!("MESSAGE without credit on call {call}")))
+    }
+
+    /// The request stream MESSAGE frames of `call` go to: `None` if they
+    /// are to be dropped (the call is unknown while going away).
+    fn open_for_messages(&self, call: CallId) -> Result<Option<&CallShared>, Violation> {
+        let Some(entry) = self.calls.get(&call) else {
+            if self.going_away {
+                return Ok(None);
+            }
+            return Err(violation(format!("MESSAGE on unknown call {call}")));
+        };
+        if !entry.client_open {
+            return Err(violation(format!(
+                "MESSAGE after the client closed call {call}"
+            )));
+        }
+        match &entry.shared {
+            Some(s) => Ok(Some(s)),
+            None => Err(violation(format!("MESSAGE without credit on call {call}"))),
+        }
+    }
+
     fn on_frame(&mut self, frame: Frame) -> Result<(), Violation> {
         if self.peer.is_none() {
             let Frame::Settings(s) = frame else {
@@ -1302,29 +1336,16 @@ impl Driver {
             }
             Frame::Call(c) => self.on_call(c),
             Frame::Message(m) => {
-                let Some(entry) = self.calls.get_mut(&m.call) else {
-                    if self.going_away {
-                        return Ok(());
-                    }
-                    return Err(violation(format!("MESSAGE on unknown call {}", m.call)));
+                let Some(shared) = self.open_for_messages(m.call)? else {
+                    return Ok(());
                 };
-                if !entry.client_open {
-                    return Err(violation(format!(
-                        "MESSAGE after the client closed call {}",
-                        m.call
-                    )));
-                }
                 if m.metadata.is_some() {
                     return Err(violation(format!(
                         "MESSAGE with leading metadata from the client on call {}",
                         m.call
                     )));
                 }
-                let accepted = entry
-                    .shared
-                    .as_ref()
-                    .is_some_and(|s| s.push(m.payload).is_ok());
-                if !accepted {
+                if shared.push(m.payload).is_err() {
                     return Err(violation(format!(
                         "MESSAGE without credit on call {}",
                         m.call
