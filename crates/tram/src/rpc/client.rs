@@ -829,7 +829,8 @@ enum State {
     Stream(Arc<CallShared>),
 }
 
-/// Frames decoded ahead of taking the call table's lock, at most. Short
+/// Frames (or runs of one stream's plain messages, each counted once)
+/// decoded ahead of taking the call table's lock, at most. Short
 /// enough that the callers of a run are woken (and, on another worker, run)
 /// while the reader handles the next, and that callers opening calls are
 /// not held off for long; long enough to amortise the lock. With 256 calls
