@@ -316,14 +316,16 @@ impl Taken {
                     }
                     match next {
                         Some(next) => next,
-                        // Not left queued: an empty run is taken whole.
+                        // An empty run (which the reader never queues)
+                        // was dropped above: on to the next entry.
                         None => continue,
                     }
                 }
-                Queued::One(_) => match self.msgs.pop_front() {
-                    Some(Queued::One(b)) => (b.len(), M::decode(b)),
-                    _ => continue,
-                },
+                Queued::One(msg) => {
+                    let msg = std::mem::take(msg);
+                    self.msgs.pop_front();
+                    (msg.len(), M::decode(msg))
+                }
             };
             self.consumed += 1;
             self.bytes += len;
