@@ -285,6 +285,7 @@ impl Decoder for RunDecoder {
     type Item = Received;
     type Error = tram_wire::Error;
 
+    #[inline]
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Received>, tram_wire::Error> {
         if self.0.preface_seen {
             if let Some(run) = self.0.frames.decode_run(src) {
