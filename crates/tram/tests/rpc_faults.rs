@@ -137,6 +137,18 @@ fn call(id: u32, method: u32) -> Frame {
     })
 }
 
+/// Opens call `id` on `method` with no message yet: a streaming request.
+fn open_stream(id: u32, method: u32) -> Frame {
+    Frame::Call(wire::Call {
+        call: id,
+        method,
+        end_stream: false,
+        timeout_micros: None,
+        metadata: None,
+        message: None,
+    })
+}
+
 fn bind(method: u32, name: &str) -> Frame {
     Frame::Bind(wire::Bind {
         method,
@@ -191,14 +203,7 @@ async fn protocol_violations_get_goaway_and_close_only_their_connection() {
             "leading metadata on a client's MESSAGE",
             frames(&[
                 bind(1, SLEEP),
-                Frame::Call(wire::Call {
-                    call: 1,
-                    method: 1,
-                    end_stream: false,
-                    timeout_micros: None,
-                    metadata: None,
-                    message: None,
-                }),
+                open_stream(1, 1),
                 Frame::Message(wire::Message {
                     call: 1,
                     end_stream: true,
@@ -277,18 +282,10 @@ async fn credit_overflow_is_a_protocol_error() {
     )
     .await;
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let open = wire::Call {
-        call: 1,
-        method: 1,
-        end_stream: false,
-        timeout_micros: None,
-        metadata: None,
-        message: None,
-    };
     let credit = |n| Frame::Credit(wire::Credit { call: 1, n });
     let bytes = frames(&[
         bind(1, "/test.Echo/Chat"),
-        Frame::Call(open),
+        open_stream(1, 1),
         credit(wire::MAX_CREDIT),
         credit(wire::MAX_CREDIT),
     ]);
@@ -319,15 +316,7 @@ async fn request_messages_beyond_the_credit_are_a_protocol_error() {
             .build(),
     )
     .await;
-    let open = Frame::Call(wire::Call {
-        call: 1,
-        method: 1,
-        end_stream: false,
-        timeout_micros: None,
-        metadata: None,
-        message: None,
-    });
-    let mut all = vec![bind(1, "/test.Echo/Sum"), open];
+    let mut all = vec![bind(1, "/test.Echo/Sum"), open_stream(1, 1)];
     all.extend((0..9u8).map(|n| {
         Frame::Message(wire::Message {
             call: 1,

@@ -807,6 +807,17 @@ struct Calls {
     peer: Settings,
 }
 
+impl Calls {
+    /// The entry of `id`, if the server may still send on it; a `what`
+    /// frame on any other call is a protocol violation.
+    fn open(&mut self, id: CallId, what: &str) -> Result<&mut Entry, Broken> {
+        self.slab
+            .get_mut(id as usize)
+            .filter(|e| !e.server_done)
+            .ok_or_else(|| Broken(format!("{what} on call {id} not open")))
+    }
+}
+
 struct Entry {
     state: State,
     /// A response message has arrived (leading metadata only comes on the
@@ -1362,11 +1373,7 @@ impl ClientConn {
     /// unary call takes one (its END follows).
     fn on_run(&self, calls: &mut Calls, mut run: tram_wire::MessageRun) -> Result<(), Broken> {
         let id = run.call();
-        let entry = calls
-            .slab
-            .get_mut(id as usize)
-            .filter(|e| !e.server_done)
-            .ok_or_else(|| Broken(format!("MESSAGE on call {id} not open")))?;
+        let entry = calls.open(id, "MESSAGE")?;
         entry.answered = true;
         match &mut entry.state {
             State::Stream(s) => s
@@ -1390,11 +1397,7 @@ impl ClientConn {
     ) -> Result<(), Broken> {
         match frame {
             Frame::Message(m) => {
-                let entry = calls
-                    .slab
-                    .get_mut(m.call as usize)
-                    .filter(|e| !e.server_done)
-                    .ok_or_else(|| Broken(format!("MESSAGE on call {} not open", m.call)))?;
+                let entry = calls.open(m.call, "MESSAGE")?;
                 if std::mem::replace(&mut entry.answered, true) && m.metadata.is_some() {
                     return Err(Broken(format!(
                         "leading metadata after the first response on call {}",
@@ -1440,11 +1443,7 @@ impl ClientConn {
             }
             Frame::End(e) => {
                 let id = e.call;
-                let entry = calls
-                    .slab
-                    .get_mut(id as usize)
-                    .filter(|e| !e.server_done)
-                    .ok_or_else(|| Broken(format!("END on call {id} not open")))?;
+                let entry = calls.open(id, "END")?;
                 entry.server_done = true;
                 let outcome = if e.code == Code::Ok {
                     Ok(e.trailers.unwrap_or_default())
