@@ -185,6 +185,22 @@ async fn protocol_violations_get_goaway_and_close_only_their_connection() {
             Reason::PROTOCOL_ERROR,
         ),
         (
+            "plain data as the first frame",
+            {
+                let mut b = BytesMut::new();
+                b.extend_from_slice(&wire::preface::PREFACE);
+                Frame::Message(wire::Message {
+                    call: 1,
+                    end_stream: false,
+                    metadata: None,
+                    payload: Bytes::from_static(b"x"),
+                })
+                .encode(&mut b);
+                b
+            },
+            Reason::PROTOCOL_ERROR,
+        ),
+        (
             "a second SETTINGS",
             frames(&[Frame::Settings(Settings::DEFAULT)]),
             Reason::PROTOCOL_ERROR,

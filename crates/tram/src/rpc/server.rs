@@ -1279,7 +1279,10 @@ impl Driver {
     }
 
     /// Plain messages of one call, queued on its request stream whole.
-    fn on_run(&mut self, run: tram_wire::MessageRun) -> Result<(), Violation> {
+    fn on_run(&self, run: tram_wire::MessageRun) -> Result<(), Violation> {
+        if self.peer.is_none() {
+            return Err(violation("first frame is not SETTINGS"));
+        }
         let Some(shared) = self.open_for_messages(run.call())? else {
             return Ok(());
         };
