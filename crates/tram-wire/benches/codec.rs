@@ -132,3 +132,45 @@ fn decode(bencher: Bencher<'_, '_>, name: &str) {
             assert_eq!(n, BATCH);
         });
 }
+
+/// A stream's messages: 1,024 plain MESSAGE frames of one call (no
+/// END_STREAM), each handed out as an owned payload. `frame_by_frame`
+/// decodes each as a `Frame`; `as_a_run` takes them all with
+/// `decode_run` and then takes each payload off the run, as tram's client
+/// and server receive a stream.
+#[divan::bench(args = ["frame_by_frame", "as_a_run"])]
+fn decode_stream_messages(bencher: Bencher<'_, '_>, how: &str) {
+    let f = Frame::Message(Message {
+        call: 5,
+        end_stream: false,
+        metadata: None,
+        payload: payload(),
+    });
+    let mut wire = BytesMut::new();
+    for _ in 0..BATCH {
+        f.encode(&mut wire);
+    }
+    let wire = wire.freeze();
+    let mut dec = FrameDecoder::new(1 << 20);
+    let runs = how == "as_a_run";
+    bencher
+        .counter(ItemsCount::new(BATCH))
+        .with_inputs(|| BytesMut::from(&wire[..]))
+        .bench_local_refs(|buf| {
+            let mut n = 0;
+            if runs {
+                while let Some(run) = dec.decode_run(buf) {
+                    for payload in run {
+                        black_box(payload);
+                        n += 1;
+                    }
+                }
+            } else {
+                while let Ok(Some(frame)) = dec.decode(buf) {
+                    black_box(frame);
+                    n += 1;
+                }
+            }
+            assert_eq!(n, BATCH);
+        });
+}
