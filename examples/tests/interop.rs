@@ -281,7 +281,16 @@ async fn timeout_on_sleeping_server(c: &mut Client) {
     }
     .await;
     let err = outcome.unwrap_err();
-    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+    // Whichever comes first: the server's DEADLINE_EXCEEDED, or tonic's
+    // own timer for the same deadline, which it reports as CANCELLED
+    // ("Timeout expired"); on a loaded machine the 1 ms can run out before
+    // the server's answer is read. (The gateway's own deadline is checked
+    // with a raw HTTP/2 client in crates/tram-grpc/tests/gateway.rs.)
+    let tonic_timer = err.code() == tonic::Code::Cancelled && err.message() == "Timeout expired";
+    assert!(
+        err.code() == tonic::Code::DeadlineExceeded || tonic_timer,
+        "{err:?}"
+    );
     drop(tx);
 }
 
