@@ -158,11 +158,10 @@ impl FrameDecoder {
     }
 
     fn take_run(&mut self, src: &mut BytesMut) -> Option<MessageRun> {
-        let plain = PLAIN_MESSAGE;
         let mut call = None;
         let (mut pos, mut len) = (0, 0);
         while let Some(&first) = src.get(pos) {
-            if first != plain {
+            if first != PLAIN_MESSAGE {
                 break;
             }
             let Ok((body_len, n)) = varint::read(&src[pos + 1..]) else {
@@ -228,7 +227,7 @@ impl MessageRun {
         // one to, the run ends there rather than yield garbage.
         let parsed = varint::read(&self.frames[1..]).ok().and_then(|(body, n)| {
             let (_, m) = varint::read(&self.frames[1 + n..]).ok()?;
-            Some((1 + n + m, body as usize - m))
+            Some((1 + n + m, (body as usize).checked_sub(m)?))
         });
         let Some((head, payload)) = parsed else {
             debug_assert!(false, "a checked run does not parse");
