@@ -260,17 +260,17 @@ impl Decoder for RpcDecoder {
     }
 }
 
-/// What the client's reader gets: a frame, or a run of plain messages of
-/// one call (as a stream of small responses arrives).
+/// What a connection's reader gets: a frame, or a run of plain messages of
+/// one call (as a stream of small messages arrives).
 #[derive(Debug)]
 pub(crate) enum Received {
     Frame(Frame),
     Run(MessageRun),
 }
 
-/// The client's decoder: [`RpcDecoder`], taking plain messages of one call
-/// a run at a time ([`FrameDecoder::decode_run`]) so that its reader hands
-/// a stream's messages over a run at a time, parsed only as they are
+/// The decoder of both ends: [`RpcDecoder`], taking plain messages of one
+/// call a run at a time ([`FrameDecoder::decode_run`]) so that the reader
+/// hands a stream's messages over a run at a time, parsed only as they are
 /// consumed.
 #[derive(Debug, Clone)]
 pub(crate) struct RunDecoder(RpcDecoder);
