@@ -49,7 +49,8 @@ where
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         while let Ok((stream, peer)) = listener.accept().await {
-            let (mut inbound, sender) = Connection::new(stream, codec.clone(), Config::default());
+            let (mut inbound, sender) =
+                Connection::new(stream, codec.clone(), Config::default()).into_split();
             tokio::spawn(async move {
                 while let Some(msg) = inbound.recv().await {
                     match msg {

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use tram::rpc::Request;
 
 use crate::proto::kv::{self, kv_client::KvClient};
 
@@ -95,7 +94,7 @@ fn key(i: u64) -> String {
 pub async fn preload(client: &KvClient, cfg: &LoadConfig) -> anyhow::Result<Phase> {
     let start = Instant::now();
     let value = Bytes::from(vec![b'v'; cfg.value_size]);
-    let mut sink = client.bulk_set(Request::new(())).await?;
+    let mut sink = client.bulk_set_sink(()).await?;
     for i in 0..cfg.keys {
         sink.send(kv::SetRequest {
             key: key(i),

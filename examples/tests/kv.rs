@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tram::conn::{Listener, TcpConfig};
-use tram::rpc::{Code, Request, Server};
+use tram::{Code, Request, Server};
 use tram_examples::kv::KvStore;
 use tram_examples::proto::kv::{self, command::Op, kv_client::KvClient, kv_server::KvServer};
 
@@ -111,7 +111,7 @@ async fn watch_streams_changes_under_a_prefix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulk_set_counts_a_client_stream() {
     let client = start().await;
-    let mut sink = client.bulk_set(Request::new(())).await.unwrap();
+    let mut sink = client.bulk_set_sink(()).await.unwrap();
     for i in 0..1000 {
         sink.send(set(&format!("k{i}"), &i.to_string()))
             .await
@@ -130,7 +130,7 @@ async fn bulk_set_counts_a_client_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_answers_commands_in_order() {
     let client = start().await;
-    let (mut commands, mut results) = client.session(Request::new(())).await.unwrap();
+    let (mut commands, mut results) = client.session_sink(()).await.unwrap();
     let ops = [
         Op::Set(set("s", "v")),
         Op::Get(kv::GetRequest { key: "s".into() }),
@@ -158,6 +158,71 @@ async fn session_answers_commands_in_order() {
             (1, true, Bytes::from_static(b"v")),
             (2, true, Bytes::new()),
             (3, false, Bytes::new()),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_set_takes_a_stream_of_requests() {
+    let client = start().await;
+    let requests = tokio_stream::iter((0..500).map(|i| set(&format!("s{i}"), "v")));
+    let done = within("bulk set from a stream", client.bulk_set(requests))
+        .await
+        .unwrap();
+    assert_eq!(done.get_ref().count, 500);
+    // Wrapped in a Request, for a timeout (or metadata).
+    let requests = tokio_stream::iter([set("t", "v")]);
+    let done = client
+        .bulk_set(Request::new(requests).with_timeout(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(done.get_ref().count, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_stream_stops_sending_when_the_server_answers_early() {
+    let client = start().await;
+    // An endless request stream whose second key the server refuses: the
+    // call ends with the server's status instead of sending forever.
+    let mut i = 0;
+    let requests = tokio_stream::iter(std::iter::from_fn(move || {
+        i += 1;
+        Some(set(if i == 2 { "" } else { "k" }, "v"))
+    }));
+    let err = within("early answer", client.bulk_set(requests))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.is_remote());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_takes_a_stream_and_answers_in_order() {
+    let client = start().await;
+    let commands = tokio_stream::iter(
+        [
+            Op::Set(set("b", "w")),
+            Op::Get(kv::GetRequest { key: "b".into() }),
+            Op::Get(kv::GetRequest { key: "nope".into() }),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(id, op)| kv::Command {
+            id: id as u64,
+            op: Some(op),
+        }),
+    );
+    let mut results = client.session(commands).await.unwrap();
+    let mut got = Vec::new();
+    while let Some(r) = within("session result", results.message()).await.unwrap() {
+        got.push((r.id, r.found, r.value));
+    }
+    assert_eq!(
+        got,
+        vec![
+            (0, true, Bytes::new()),
+            (1, true, Bytes::from_static(b"w")),
+            (2, false, Bytes::new()),
         ]
     );
 }

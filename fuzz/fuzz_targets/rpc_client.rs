@@ -17,7 +17,7 @@ use arbitrary::Arbitrary;
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use tokio::io::DuplexStream;
-use tram::rpc::{Channel, ChannelConfig, Request, Status};
+use tram::{Channel, Request, Status};
 use common::{Num, metadata};
 use tram::wire::{self, Frame, Settings};
 
@@ -151,12 +151,12 @@ fuzz_target!(|input: Input| {
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
         // One connection: a reconnect attempt fails at once.
         let pipe: Arc<Mutex<Option<DuplexStream>>> = Arc::new(Mutex::new(Some(client_io)));
-        let mut config = ChannelConfig::default();
-        config.retries = 0;
-        let ch = Channel::with_connector("fuzz", config, move || {
-            let io = pipe.lock().expect("lock").take();
-            async move { io.ok_or_else(|| std::io::Error::other("one connection only")) }
-        });
+        let ch = Channel::builder("fuzz")
+            .connector(move || {
+                let io = pipe.lock().expect("lock").take();
+                async move { io.ok_or_else(|| std::io::Error::other("one connection only")) }
+            })
+            .build();
         // The channel stays alive throughout: the client must close the
         // connection on its own once the server's side has ended or
         // misbehaved, not only when it is dropped.

@@ -347,7 +347,8 @@ async fn tram_client(
     received: Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
     let stream = conn::connect(addr, &TcpConfig::default()).await?;
-    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let (mut inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
     let win = Window::new(window);
     let writer = tokio::spawn({
         let win = win.clone();
@@ -457,9 +458,9 @@ async fn tram_rpc_client(
     credit: u32,
     received: Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
-    let mut config = tram::rpc::ChannelConfig::default();
-    config.settings.initial_credit = credit;
-    let ch = tram::rpc::Channel::with_config(addr.to_string(), config);
+    let ch = tram::Channel::builder(addr.to_string())
+        .initial_credit(credit)
+        .build();
     let req = EchoMessage {
         id: 0,
         payload: Bytes::from(vec![0xab; size]),
@@ -578,7 +579,8 @@ pub(crate) async fn serve(system: String, listener: TcpListener) -> anyhow::Resu
 }
 
 async fn tram_echo(stream: TcpStream) -> anyhow::Result<()> {
-    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let (mut inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
     // Everything a read brought in is echoed in place, under one queue
     // lock; what does not fit stays buffered until the queue has room.
     while let Some(queued) = inbound.recv_with(|batch| sender.try_send_iter(batch)).await {
@@ -589,7 +591,8 @@ async fn tram_echo(stream: TcpStream) -> anyhow::Result<()> {
 }
 
 async fn tram_echo_owned(stream: TcpStream) -> anyhow::Result<()> {
-    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let (mut inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
     // One owned `Bytes` per message, echoed in runs under one queue lock.
     let mut batch = Vec::with_capacity(1024);
     while let Some(n) = inbound.recv_many(&mut batch, 1024).await {

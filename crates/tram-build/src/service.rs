@@ -175,6 +175,15 @@ fn client(service: &Service, buf: &mut String) {
             Self::new(Channel::new(target))
         }}
 
+        /// A client for `target` (`host:port`), connected now.
+        ///
+        /// # Errors
+        ///
+        /// `UNAVAILABLE` with the reason when the connection cannot be made.
+        pub async fn connect(target: impl Into<String>) -> Result<Self, Status> {{
+            Ok(Self::new(Channel::connect(target).await?))
+        }}
+
         /// The underlying channel.
         pub fn channel(&self) -> &Channel {{
             &self.channel
@@ -186,30 +195,39 @@ fn client(service: &Service, buf: &mut String) {
         let output = ty(&m.output_type);
         let p = path(service, m);
         docs(&m.comments, "        ", buf);
+        let name = &m.name;
         let body = match (m.client_streaming, m.server_streaming) {
             (false, false) => format!(
-                "pub async fn {}(&self, request: impl IntoRequest<{input}>) -> Result<Response<{output}>, Status> {{
+                "pub async fn {name}(&self, request: impl IntoRequest<{input}>) -> Result<Response<{output}>, Status> {{
             self.channel.unary(\"{p}\", request.into_request()).await
-        }}",
-                m.name
+        }}"
             ),
             (false, true) => format!(
-                "pub async fn {}(&self, request: impl IntoRequest<{input}>) -> Result<ResponseStream<{output}>, Status> {{
+                "pub async fn {name}(&self, request: impl IntoRequest<{input}>) -> Result<Streaming<{output}>, Status> {{
             self.channel.server_streaming(\"{p}\", request.into_request()).await
-        }}",
-                m.name
+        }}"
             ),
             (true, false) => format!(
-                "pub async fn {}(&self, request: Request<()>) -> Result<RequestSink<{input}, {output}>, Status> {{
-            self.channel.client_streaming(\"{p}\", request).await
+                "pub async fn {name}(&self, requests: impl IntoStreamingRequest<Message = {input}>) -> Result<Response<{output}>, Status> {{
+            self.channel.client_streaming(\"{p}\", requests).await
+        }}
+
+        /// `{proto}` with a sink: send requests, then `finish` for the response.
+        pub async fn {name}_sink(&self, request: impl IntoRequest<()>) -> Result<ClientStreamSink<{input}, {output}>, Status> {{
+            self.channel.client_stream_sink(\"{p}\", request.into_request()).await
         }}",
-                m.name
+                proto = m.proto_name
             ),
             (true, true) => format!(
-                "pub async fn {}(&self, request: Request<()>) -> Result<(RequestSink<{input}, {output}>, ResponseStream<{output}>), Status> {{
-            self.channel.bidi_streaming(\"{p}\", request).await
+                "pub async fn {name}(&self, requests: impl IntoStreamingRequest<Message = {input}>) -> Result<Streaming<{output}>, Status> {{
+            self.channel.bidi_streaming(\"{p}\", requests).await
+        }}
+
+        /// `{proto}` with a sink for the requests and a stream of responses.
+        pub async fn {name}_sink(&self, request: impl IntoRequest<()>) -> Result<(RequestSink<{input}>, Streaming<{output}>), Status> {{
+            self.channel.bidi_stream_sink(\"{p}\", request.into_request()).await
         }}",
-                m.name
+                proto = m.proto_name
             ),
         };
         let _ = writeln!(buf, "        {body}\n");

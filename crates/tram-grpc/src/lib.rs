@@ -17,7 +17,7 @@
 //! polls all of its calls (as a tram connection's task polls its
 //! handlers): no task is spawned per stream, and answering a call hands no
 //! wake-up to another task or thread. A unary call runs its tram handler
-//! right there ([`Server::call_unary_local`]); each streaming call becomes
+//! right there ([`tram::gateway::call_unary`]); each streaming call becomes
 //! one tram call on an in-memory tram connection to the server, one per
 //! HTTP/2 connection ([`Server::serve_connection`]). Either way handlers,
 //! interceptors, limits, deadlines and cancellation are the tram server's
@@ -77,10 +77,8 @@ use h2::RecvStream;
 use h2::server::SendResponse;
 use http::{HeaderMap, HeaderValue, Request as HttpRequest, Response as HttpResponse, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tram::rpc::{
-    Channel, ChannelConfig, Kind, Metadata, OtherIo, OtherProtocol, RawMessage, Request,
-    ResponseStream, Server, Status,
-};
+use tram::gateway::{self, RawMessage};
+use tram::{Channel, Metadata, MethodKind as Kind, Request, Server, Status, Streaming};
 
 pub use wire::decode_message;
 use wire::{Deframer, Encoding};
@@ -130,7 +128,7 @@ pub fn with_gateway(server: Server) -> Server {
 /// [`with_gateway`] with settings.
 pub fn with_gateway_config(server: Server, config: GatewayConfig) -> Server {
     let gateway = Gateway::new(server.clone(), config);
-    server.with_other_protocol(Arc::new(gateway))
+    server.with_gateway(Arc::new(gateway))
 }
 
 impl Gateway {
@@ -171,21 +169,17 @@ impl Gateway {
         // One in-memory tram connection per HTTP/2 connection, to this
         // server: interceptors see the HTTP/2 client's address.
         let server = self.server.clone();
-        let channel = Channel::with_connector(
-            format!("grpc gateway for {peer}"),
-            ChannelConfig {
-                keepalive: None,
-                ..ChannelConfig::default()
-            },
-            move || {
+        let channel = Channel::builder(format!("grpc gateway for {peer}"))
+            .keepalive(None)
+            .connector(move || {
                 let (ours, theirs) = tokio::io::duplex(256 * 1024);
                 let server = server.clone();
                 tokio::spawn(async move {
                     let _ = server.serve_connection(theirs, peer).await;
                 });
                 std::future::ready(Ok(ours))
-            },
-        );
+            })
+            .build();
         // The connection's calls run in this task, beside the connection
         // itself, as a tram connection's do: no task spawned per call, and
         // no wake-up handed between tasks (and threads) to answer one.
@@ -217,8 +211,8 @@ impl Gateway {
     }
 }
 
-impl OtherProtocol for Gateway {
-    fn serve(&self, io: OtherIo, peer: SocketAddr) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+impl gateway::Protocol for Gateway {
+    fn serve(&self, io: gateway::Io, peer: SocketAddr) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         let gateway = self.clone();
         Box::pin(async move { gateway.serve_h2(io, peer).await })
     }
@@ -334,9 +328,7 @@ impl Call {
                 };
                 // The fast path: the handler runs right here, with no
                 // connection and no task hand-off in between.
-                let call = self
-                    .server
-                    .call_unary_local(&head.path, request(msg), self.peer);
+                let call = gateway::call_unary(&self.server, &head.path, request(msg), self.peer);
                 let Some(answer) = out.or_reset(call).await else {
                     return;
                 };
@@ -395,7 +387,7 @@ impl Call {
                 }
                 let call = self
                     .channel
-                    .bidi_streaming::<RawMessage, RawMessage>(&head.path, opening);
+                    .bidi_stream_sink::<RawMessage, RawMessage>(&head.path, opening);
                 let (mut sink, responses) = match out.or_reset(call).await {
                     Some(Ok(pair)) => pair,
                     Some(Err(s)) => return out.finish(&s).await,
@@ -566,7 +558,7 @@ impl Out<'_> {
     }
 
     /// Relays a tram response stream, then its status.
-    async fn stream(&mut self, mut responses: ResponseStream<RawMessage>) {
+    async fn stream(&mut self, mut responses: Streaming<RawMessage>) {
         let mut first = true;
         loop {
             let Some(next) = self.or_reset(responses.message()).await else {

@@ -12,7 +12,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, Request};
 use tokio::net::TcpStream;
 use tram::conn::{Listener, TcpConfig};
-use tram::rpc::{RawMessage, Response, Server};
+use tram::gateway::RawMessage;
+use tram::{Response, Server};
 
 const SLEEP: &str = "/test.Slow/Sleep";
 const ECHO: &str = "/test.Slow/Echo";

@@ -8,10 +8,10 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use tram::conn::{Listener, TcpConfig};
-use tram::rpc::{Channel, ChannelConfig, Server};
 use tram::tls::ClientTls;
 use tram::tls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use tram::tls::rustls::{self, RootCertStore};
+use tram::{Channel, Server};
 use tram_grpc::standard::add_standard_services;
 use tram_grpc::standard::pb::health;
 
@@ -105,13 +105,9 @@ async fn alpn_h2_reaches_the_gateway_and_tram_the_server() {
     assert_eq!(reply.status, 1, "SERVING");
 
     // tram over TLS (no ALPN) on the same port.
-    let ch = Channel::with_config(
-        format!("localhost:{}", addr.port()),
-        ChannelConfig {
-            tls: Some(ClientTls::new(client_tls(&[]))),
-            ..ChannelConfig::default()
-        },
-    );
+    let ch = Channel::builder(format!("localhost:{}", addr.port()))
+        .tls(ClientTls::new(client_tls(&[])))
+        .build();
     let r = health::health_client::HealthClient::new(ch)
         .check(health::HealthCheckRequest {
             service: String::new(),

@@ -26,7 +26,7 @@ where
 {
     let (addr, mut ended) = echo_server(codec.clone(), Config::default()).await;
     let stream = connect(addr, &TcpConfig::default()).await.unwrap();
-    let (mut inbound, sender) = Connection::new(stream, codec, Config::default());
+    let (mut inbound, sender) = Connection::new(stream, codec, Config::default()).into_split();
     let expected = msgs.clone();
     let writer = tokio::spawn(async move {
         for m in msgs {
@@ -124,13 +124,14 @@ async fn unix_socket() {
     tokio::spawn(async move {
         let (stream, _) = listener.accept().await.unwrap();
         let (mut inbound, sender) =
-            Connection::new(stream, LengthDelimited::new(), Config::default());
+            Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
         while let Some(Ok(m)) = inbound.recv().await {
             sender.send(m).await.unwrap();
         }
     });
     let stream = tokio::net::UnixStream::connect(&path).await.unwrap();
-    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let (mut inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
     for i in 0..1000u32 {
         sender.send(i.to_be_bytes()).await.unwrap();
     }

@@ -38,7 +38,7 @@ async fn full_queue_makes_senders_wait_and_memory_stays_bounded() {
     let mut peer = accept.await.unwrap();
     let max_queued = 64 * 1024;
     let config = Config::default().max_queued_bytes(max_queued);
-    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config).into_split();
 
     let msg = Bytes::from(vec![7u8; 1000]);
     let mut queued = 0usize;
@@ -108,7 +108,7 @@ async fn explicit_flush_holds_bytes_until_flushed() {
     let stream = connect(addr, &TcpConfig::default()).await.unwrap();
     let mut peer = accept.await.unwrap();
     let config = Config::default().flush(FlushPolicy::Explicit);
-    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config).into_split();
     for i in 0..10u8 {
         sender.send([i]).await.unwrap();
     }
@@ -137,7 +137,7 @@ async fn linger_batches_until_size_or_delay() {
         max_delay: Duration::from_millis(20),
         max_bytes: 100,
     });
-    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config).into_split();
     // Below max_bytes: written once the delay passes, not before it.
     sender.send([1u8]).await.unwrap();
     let mut buf = [0u8; 256];
@@ -159,8 +159,10 @@ async fn dropping_every_sender_closes_the_write_side() {
     let (addr, accept) = silent_peer().await;
     let stream = connect(addr, &TcpConfig::default()).await.unwrap();
     let peer = accept.await.unwrap();
-    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
-    let (mut peer_in, _peer_out) = Connection::new(peer, LengthDelimited::new(), Config::default());
+    let (_inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
+    let (mut peer_in, _peer_out) =
+        Connection::new(peer, LengthDelimited::new(), Config::default()).into_split();
     let second = sender.clone();
     sender.send(&b"one"[..]).await.unwrap();
     drop(sender);
@@ -184,9 +186,10 @@ async fn close_writes_what_is_queued_then_ends_the_stream_for_every_clone() {
         let stream = connect(addr, &TcpConfig::default()).await.unwrap();
         let peer = accept.await.unwrap();
         let config = Config::default().flush(policy);
-        let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+        let (_inbound, sender) =
+            Connection::new(stream, LengthDelimited::new(), config).into_split();
         let (mut peer_in, _peer_out) =
-            Connection::new(peer, LengthDelimited::new(), Config::default());
+            Connection::new(peer, LengthDelimited::new(), Config::default()).into_split();
         let clone = sender.clone();
         sender.send(&b"one"[..]).await.unwrap();
         {
@@ -219,7 +222,7 @@ async fn encode_errors_queue_nothing_and_closed_connections_refuse() {
     let stream = connect(addr, &TcpConfig::default()).await.unwrap();
     let peer = accept.await.unwrap();
     let (_inbound, sender) =
-        Connection::new(stream, LengthDelimited::with_max_len(4), Config::default());
+        Connection::new(stream, LengthDelimited::with_max_len(4), Config::default()).into_split();
     let err = sender.send(&b"too long"[..]).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Encode);
     assert_eq!(sender.queued_bytes(), 0);
@@ -244,8 +247,10 @@ async fn recv_with_consumes_only_what_is_taken() {
     let (addr, accept) = silent_peer().await;
     let stream = connect(addr, &TcpConfig::default()).await.unwrap();
     let peer = accept.await.unwrap();
-    let (_peer_in, peer_out) = Connection::new(peer, LengthDelimited::new(), Config::default());
-    let (mut inbound, _sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let (_peer_in, peer_out) =
+        Connection::new(peer, LengthDelimited::new(), Config::default()).into_split();
+    let (mut inbound, _sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
     for i in 0..10u8 {
         peer_out.send([i; 3]).await.unwrap();
     }
@@ -302,7 +307,8 @@ async fn recv_with_delivers_messages_before_bad_bytes_then_the_error() {
         stream,
         LengthDelimited::with_max_len(1024),
         Config::default(),
-    );
+    )
+    .into_split();
     let mut good = Vec::new();
     let err = loop {
         match within(
@@ -331,7 +337,7 @@ async fn try_send_iter_never_takes_an_item_it_cannot_queue() {
     let config = Config::default()
         .flush(FlushPolicy::Explicit)
         .max_queued_bytes(20);
-    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config);
+    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), config).into_split();
     let items: Vec<[u8; 6]> = (0..10u8).map(|i| [i; 6]).collect();
     let mut iter = items.iter();
     // 10 bytes each: two fit below 20, the second reaches the bound.
@@ -352,7 +358,8 @@ async fn cork_holds_writes_until_the_last_guard_drops() {
     let (addr, accept) = silent_peer().await;
     let stream = connect(addr, &TcpConfig::default()).await.unwrap();
     let mut peer = accept.await.unwrap();
-    let (_inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let (_inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
     let outer = sender.cork();
     let inner = sender.cork();
     for i in 0..10u8 {

@@ -78,7 +78,7 @@ async fn hostile_inputs_close_only_their_connection<C>(
 
     // The healthy connection is served before, between and after the attacks.
     let stream = connect(addr, &TcpConfig::default()).await.unwrap();
-    let (mut inbound, sender) = Connection::new(stream, codec, Config::default());
+    let (mut inbound, sender) = Connection::new(stream, codec, Config::default()).into_split();
     let mut echo = async |what: &str| {
         sender.send(sample.clone()).await.unwrap();
         let got = within(5, what, inbound.recv())

@@ -13,9 +13,7 @@ use bytes::Bytes;
 use support::within;
 use tokio::sync::{mpsc, oneshot};
 use tram::conn::{Listener, TcpConfig};
-use tram::rpc::{
-    Channel, ChannelConfig, Code, Metadata, Request, Response, Server, ServerBuilder, Status,
-};
+use tram::rpc::{Channel, Code, Metadata, Request, Response, Server, ServerBuilder, Status};
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Echo {
@@ -241,7 +239,7 @@ async fn server_streaming_client_streaming_and_bidi() {
     assert_eq!(stream.message().await.unwrap(), None);
 
     let mut sink = ch
-        .client_streaming::<Echo, Echo>("/test.Echo/Sum", Request::new(()))
+        .client_stream_sink::<Echo, Echo>("/test.Echo/Sum", Request::new(()))
         .await
         .unwrap();
     for i in 1..=300 {
@@ -251,7 +249,7 @@ async fn server_streaming_client_streaming_and_bidi() {
     assert_eq!(total.get_ref().id, 300 * 301 / 2);
 
     let (mut tx, mut rx) = ch
-        .bidi_streaming::<Echo, Echo>("/test.Echo/Chat", Request::new(()))
+        .bidi_stream_sink::<Echo, Echo>("/test.Echo/Chat", Request::new(()))
         .await
         .unwrap();
     for i in 0..200 {
@@ -494,13 +492,9 @@ async fn concurrency_limit_fails_or_waits_as_configured() {
     let server = || echo_service().max_concurrent_calls(2).build();
     let (addr, _stop, _task) = start(server()).await;
     // Fail fast: a third concurrent call is refused locally.
-    let ch = Channel::with_config(
-        addr.to_string(),
-        ChannelConfig {
-            wait_for_capacity: false,
-            ..ChannelConfig::default()
-        },
-    );
+    let ch = Channel::builder(addr.to_string())
+        .wait_for_capacity(false)
+        .build();
     // Learn the server's settings first.
     let _: Response<Echo> = ch
         .unary("/test.Echo/Say", Request::new(echo(0)))
@@ -733,12 +727,10 @@ async fn idempotent_calls_retry_only_when_asked() {
             .unwrap();
         l.local_addr().unwrap()
     };
-    let config = ChannelConfig {
-        retries: 8,
-        backoff_base: Duration::from_millis(20),
-        ..ChannelConfig::default()
-    };
-    let ch = Channel::with_config(addr.to_string(), config);
+    let ch = Channel::builder(addr.to_string())
+        .retries(8)
+        .backoff(Duration::from_millis(20), Duration::from_secs(10))
+        .build();
     // Not marked idempotent: fails at once, no retry.
     let err = ch
         .unary::<_, Echo>("/test.Echo/Say", Request::new(echo(1)))
@@ -776,11 +768,9 @@ async fn idempotent_calls_retry_only_when_asked() {
 async fn host_names_and_connection_pools() {
     let (addr, _stop, _task) = start(echo_service().build()).await;
     // A host name, resolved by DNS (the resolver's "localhost").
-    let config = ChannelConfig {
-        pool_size: 3,
-        ..ChannelConfig::default()
-    };
-    let ch = Channel::with_config(format!("localhost:{}", addr.port()), config);
+    let ch = Channel::builder(format!("localhost:{}", addr.port()))
+        .pool_size(3)
+        .build();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..300u64 {
         let ch = ch.clone();

@@ -10,10 +10,7 @@ use std::sync::Arc;
 
 use support::within;
 use tokio::sync::oneshot;
-use tram::rpc::{
-    CallInfo, Channel, ChannelConfig, ClientInterceptor, Code, Metadata, Request, Response, Server,
-    Status,
-};
+use tram::{CallInfo, Channel, Code, Metadata, Request, Response, Server, Status};
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Echo {
@@ -64,15 +61,14 @@ async fn start() -> (SocketAddr, oneshot::Sender<()>) {
 }
 
 fn channel(addr: SocketAddr, token: Option<&str>) -> Channel {
-    let interceptor =
-        token.map(|t| ClientInterceptor::header("authorization", &format!("Bearer {t}")).unwrap());
-    Channel::with_config(
-        addr.to_string(),
-        ChannelConfig {
-            interceptor,
-            ..ChannelConfig::default()
-        },
-    )
+    let builder = Channel::builder(addr.to_string());
+    match token {
+        Some(t) => builder
+            .header("authorization", &format!("Bearer {t}"))
+            .unwrap()
+            .build(),
+        None => builder.build(),
+    }
 }
 
 async fn call(ch: &Channel, method: &str) -> Result<u64, Status> {
@@ -121,21 +117,15 @@ async fn client_interceptors_keep_the_callers_metadata_and_can_refuse() {
         .unwrap();
     assert_eq!(r.get_ref().id, 5);
     // An interceptor that refuses fails the call locally.
-    let refusing = Channel::with_config(
-        addr.to_string(),
-        ChannelConfig {
-            interceptor: Some(ClientInterceptor::new(|method, _| {
-                Err(Status::failed_precondition(format!("not calling {method}")))
-            })),
-            ..ChannelConfig::default()
-        },
-    );
+    let refusing = Channel::builder(addr.to_string())
+        .interceptor(|method, _| Err(Status::failed_precondition(format!("not calling {method}"))))
+        .build();
     let err = call(&refusing, SAY).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
     assert!(!err.is_remote());
     // Invalid header values are refused when the interceptor is made.
-    assert!(ClientInterceptor::header("Bad Key", "x").is_err());
-    assert!(ClientInterceptor::header("ok", "line\nbreak").is_err());
+    assert!(Channel::builder("x:1").header("Bad Key", "x").is_err());
+    assert!(Channel::builder("x:1").header("ok", "line\nbreak").is_err());
 }
 
 /// A call that must wait for room (the server takes one call at a time)
@@ -160,18 +150,14 @@ async fn calls_that_wait_for_room_are_intercepted_once() {
     let (addr, _stop, _task) = support::serve(server).await;
     let runs = Arc::new(AtomicUsize::new(0));
     let counted = runs.clone();
-    let ch = Channel::with_config(
-        addr.to_string(),
-        ChannelConfig {
-            interceptor: Some(ClientInterceptor::new(move |_, md| {
-                counted.fetch_add(1, Ordering::Relaxed);
-                md.ascii("x-intercepted", "1")
-                    .map(|_| ())
-                    .map_err(|e| Status::internal(e.to_string()))
-            })),
-            ..ChannelConfig::default()
-        },
-    );
+    let ch = Channel::builder(addr.to_string())
+        .interceptor(move |_, md| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            md.ascii("x-intercepted", "1")
+                .map(|_| ())
+                .map_err(|e| Status::internal(e.to_string()))
+        })
+        .build();
     // Connect first, so that the calls below find the connection ready.
     assert_eq!(call(&ch, SAY).await.unwrap(), 1);
     let calls: Vec<_> = (0..16)

@@ -14,8 +14,8 @@ use prost::Message as _;
 use support::within;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tram::rpc::{Channel, ChannelConfig, Code, Request, Response, Status};
 use tram::wire::{self, Frame, FrameDecoder, Reason, Settings};
+use tram::{Channel, Code, Request, Response, Status};
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Echo {
@@ -117,9 +117,9 @@ async fn listener() -> (TcpListener, SocketAddr) {
 
 /// A channel to `addr` that grants each stream `credit` messages.
 fn channel_with_credit(addr: SocketAddr, credit: u32) -> Channel {
-    let mut config = ChannelConfig::default();
-    config.settings.initial_credit = credit;
-    Channel::with_config(addr.to_string(), config)
+    Channel::builder(addr.to_string())
+        .initial_credit(credit)
+        .build()
 }
 
 fn message(call: u32, id: u64, end_stream: bool) -> Frame {

@@ -17,9 +17,7 @@ use support::within;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
-use tram::rpc::{
-    Channel, ChannelConfig, Code, Keepalive, Request, Response, Server, ServerBuilder,
-};
+use tram::rpc::{Channel, Code, Keepalive, Request, Response, Server, ServerBuilder};
 use tram::wire::{self, Frame, FrameDecoder, Reason, Settings};
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -460,13 +458,9 @@ async fn a_stalled_network_fires_deadlines_and_keepalive_closes_both_ends() {
     };
     let (addr, _stop) = start(service(dropped.clone()).keepalive(Some(keepalive)).build()).await;
     let (proxy, stall) = stall_proxy(addr).await;
-    let ch = Channel::with_config(
-        proxy.to_string(),
-        ChannelConfig {
-            keepalive: Some(keepalive),
-            ..ChannelConfig::default()
-        },
-    );
+    let ch = Channel::builder(proxy.to_string())
+        .keepalive(Some(keepalive))
+        .build();
     let r: Response<Echo> = ch.unary(SAY, Request::new(Echo { id: 1 })).await.unwrap();
     assert_eq!(r.get_ref().id, 1);
     // A long call is in flight when the network stalls.

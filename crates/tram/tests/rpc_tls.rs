@@ -14,11 +14,11 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use support::within;
 use tokio::sync::{mpsc, oneshot};
 use tram::conn::{Config, Connection, LengthDelimited, Listener, Split, TcpConfig};
-use tram::rpc::{Channel, ChannelConfig, Code, Request, Response, Server, Status};
 use tram::tls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tram::tls::rustls::server::WebPkiClientVerifier;
 use tram::tls::rustls::{self, RootCertStore};
 use tram::tls::{self, ClientTls};
+use tram::{Channel, Code, Request, Response, Server, Status};
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Echo {
@@ -136,13 +136,11 @@ async fn start(
 }
 
 fn channel(addr: SocketAddr, tls: Option<Arc<rustls::ClientConfig>>) -> Channel {
-    Channel::with_config(
-        format!("localhost:{}", addr.port()),
-        ChannelConfig {
-            tls: tls.map(ClientTls::new),
-            ..ChannelConfig::default()
-        },
-    )
+    let builder = Channel::builder(format!("localhost:{}", addr.port()));
+    match tls {
+        Some(tls) => builder.tls(ClientTls::new(tls)).build(),
+        None => builder.build(),
+    }
 }
 
 async fn say(ch: &Channel) -> Result<u64, Status> {
@@ -213,7 +211,7 @@ async fn a_message_stream_over_tls() {
         let (tcp, _) = listener.accept().await.unwrap();
         let stream = tls::accept(server_config, tcp).await.unwrap();
         let (mut inbound, sender) =
-            Connection::new(Split(stream), LengthDelimited::new(), Config::default());
+            Connection::new(Split(stream), LengthDelimited::new(), Config::default()).into_split();
         while let Some(Ok(m)) = inbound.recv().await {
             sender.send(m).await.unwrap();
         }
@@ -225,7 +223,7 @@ async fn a_message_stream_over_tls() {
         .await
         .unwrap();
     let (mut inbound, sender) =
-        Connection::new(Split(stream), LengthDelimited::new(), Config::default());
+        Connection::new(Split(stream), LengthDelimited::new(), Config::default()).into_split();
     for i in 0..100u32 {
         sender.send(Bytes::from(i.to_string())).await.unwrap();
     }

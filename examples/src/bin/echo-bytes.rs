@@ -9,7 +9,8 @@ use tram::conn::{self, Config, Connection, LengthDelimited, TcpConfig};
 async fn main() -> anyhow::Result<()> {
     let addr = tram_examples::spawn_echo_server(LengthDelimited::new()).await?;
     let stream = conn::connect(addr, &TcpConfig::default()).await?;
-    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let (mut inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
 
     for word in ["hello", "message", "streams"] {
         sender.send(Bytes::from(word)).await?;

@@ -18,7 +18,7 @@ async fn main() -> anyhow::Result<()> {
     let addr = tram_examples::spawn_echo_server(JsonLines::<serde_json_value::Any>::new()).await?;
     let stream = conn::connect(addr, &TcpConfig::default()).await?;
     let (mut inbound, sender) =
-        Connection::new(stream, JsonLines::<Order>::new(), Config::default());
+        Connection::new(stream, JsonLines::<Order>::new(), Config::default()).into_split();
 
     for (id, item) in [(1, "tea"), (2, "coffee")] {
         sender

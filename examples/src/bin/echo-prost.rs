@@ -20,7 +20,7 @@ async fn main() -> anyhow::Result<()> {
     let addr = tram_examples::spawn_echo_server(ProstCodec::<Ping>::new()).await?;
     let stream = conn::connect(addr, &TcpConfig::default()).await?;
     let (mut inbound, sender) =
-        Connection::new(stream, ProstCodec::<Ping>::new(), Config::default());
+        Connection::new(stream, ProstCodec::<Ping>::new(), Config::default()).into_split();
 
     for id in 0..3 {
         sender

@@ -38,7 +38,7 @@ const N: u32 = 1_000_000;
 async fn main() -> anyhow::Result<()> {
     let addr = tram_examples::spawn_echo_server(U32Codec).await?;
     let stream = conn::connect(addr, &TcpConfig::default()).await?;
-    let (mut inbound, sender) = Connection::new(stream, U32Codec, Config::default());
+    let (mut inbound, sender) = Connection::new(stream, U32Codec, Config::default()).into_split();
 
     let start = Instant::now();
     let writer = tokio::spawn(async move {

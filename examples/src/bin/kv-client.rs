@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use tram::rpc::{Channel, ChannelConfig};
+use tram::Channel;
 use tram_examples::load::{self, LoadConfig, Phase};
 use tram_examples::proto::kv::kv_client::KvClient;
 
@@ -44,13 +44,7 @@ async fn main() -> anyhow::Result<()> {
         value_size: a.value_size,
         set_percent: a.set_percent.min(100),
     };
-    let channel = Channel::with_config(
-        a.target,
-        ChannelConfig {
-            pool_size: a.connections,
-            ..ChannelConfig::default()
-        },
-    );
+    let channel = Channel::builder(a.target).pool_size(a.connections).build();
     let client = KvClient::new(channel);
     let preload = load::preload(&client, &cfg).await?;
     let mix = load::mix(&client, &cfg, true).await?;

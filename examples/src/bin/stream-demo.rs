@@ -24,7 +24,8 @@ const RUN: Duration = Duration::from_secs(3);
 async fn main() -> anyhow::Result<()> {
     let addr = tram_examples::spawn_echo_server(LengthDelimited::new()).await?;
     let stream = conn::connect(addr, &TcpConfig::default()).await?;
-    let (mut inbound, sender) = Connection::new(stream, LengthDelimited::new(), Config::default());
+    let (mut inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
     println!(
         "tram message-stream echo over {addr}: {PAYLOAD}-byte messages, {IN_FLIGHT} in flight, {}s",
         RUN.as_secs()

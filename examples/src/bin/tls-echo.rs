@@ -10,11 +10,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use tram::conn::{Listener, TcpConfig};
-use tram::rpc::{Channel, ChannelConfig, Request, Response, Server, Status};
 use tram::tls::ClientTls;
 use tram::tls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tram::tls::rustls::server::WebPkiClientVerifier;
 use tram::tls::rustls::{self, RootCertStore};
+use tram::{Channel, Request, Response, Server, Status};
 use tram_examples::proto::echo::{EchoMessage, echo_client::EchoClient, echo_server};
 
 struct Echo;
@@ -96,13 +96,9 @@ async fn main() -> anyhow::Result<()> {
             .with_safe_default_protocol_versions()?
             .with_root_certificates(roots.clone())
             .with_client_auth_cert(vec![id.cert], id.key)?;
-        let channel = Channel::with_config(
-            format!("localhost:{port}"),
-            ChannelConfig {
-                tls: Some(ClientTls::new(Arc::new(client_tls))),
-                ..ChannelConfig::default()
-            },
-        );
+        let channel = Channel::builder(format!("localhost:{port}"))
+            .tls(ClientTls::new(Arc::new(client_tls)))
+            .build();
         let client = EchoClient::new(channel);
         let reply = client
             .say(EchoMessage {

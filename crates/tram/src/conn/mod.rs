@@ -10,9 +10,9 @@
 //! use tram::conn::{self, Config, LengthDelimited, TcpConfig};
 //!
 //! let stream = conn::connect("127.0.0.1:7000", &TcpConfig::default()).await?;
-//! let (mut inbound, sender) = conn::Connection::new(stream, LengthDelimited::new(), Config::default());
-//! sender.send(&b"ping"[..]).await?;
-//! while let Some(msg) = inbound.recv().await {
+//! let mut connection = conn::Connection::new(stream, LengthDelimited::new(), Config::default());
+//! connection.send(&b"ping"[..]).await?;
+//! while let Some(msg) = connection.recv().await {
 //!     println!("got {:?}", msg?);
 //! }
 //! # Ok(()) }
@@ -154,46 +154,47 @@ impl<T: AsyncRead + AsyncWrite + Send + 'static> IntoSplit for Split<T> {
     }
 }
 
-/// Sets up message streams over a transport.
-#[derive(Debug)]
-pub struct Connection;
+/// A message-stream connection: the [`Inbound`] half that receives and the
+/// [`Sender`] half that sends, with its writer task running on the tokio
+/// runtime. Use it whole ([`Connection::recv`], [`Connection::send`]) or
+/// split it to receive and send from different tasks.
+pub struct Connection<R, D, E = D> {
+    inbound: Inbound<R, D>,
+    sender: Sender<E>,
+}
 
-impl Connection {
-    /// Splits `io`, spawns its writer task on the current tokio runtime, and
-    /// returns the two halves. The codec is cloned: one copy decodes, the
-    /// other encodes.
+impl<R, C> Connection<R, C, C>
+where
+    R: AsyncRead + Unpin,
+    C: Decoder + Clone + Send + 'static,
+{
+    /// Splits `io` and spawns its writer task on the current tokio runtime.
+    /// The codec is cloned: one copy decodes, the other encodes.
     ///
     /// # Panics
     ///
     /// Outside a tokio runtime.
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new<IO, C>(io: IO, codec: C, config: Config) -> (Inbound<IO::Read, C>, Sender<C>)
-    where
-        IO: IntoSplit,
-        C: Decoder + Clone + Send + 'static,
-    {
+    pub fn new<IO: IntoSplit<Read = R>>(io: IO, codec: C, config: Config) -> Self {
         let (read, write) = io.into_split();
         Connection::from_parts(read, write, codec.clone(), codec, config)
     }
+}
 
+impl<R, D, E> Connection<R, D, E>
+where
+    R: AsyncRead + Unpin,
+    D: Decoder,
+    E: Send + 'static,
+{
     /// Like [`Connection::new`], from separate halves and separate decoder
     /// and encoder.
     ///
     /// # Panics
     ///
     /// Outside a tokio runtime.
-    pub fn from_parts<R, W, D, E>(
-        read: R,
-        write: W,
-        decoder: D,
-        encoder: E,
-        config: Config,
-    ) -> (Inbound<R, D>, Sender<E>)
+    pub fn from_parts<W>(read: R, write: W, decoder: D, encoder: E, config: Config) -> Self
     where
-        R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
-        D: Decoder,
-        E: Send + 'static,
     {
         let inbound = Inbound::new(read, decoder, config.buffer_size, config.max_frame_len);
         let (sender, writer) = outbound::channel(encoder, write, config);
@@ -202,6 +203,44 @@ impl Connection {
                 tracing::debug!(error = %e, "message stream writer stopped");
             }
         });
-        (inbound, sender)
+        Connection { inbound, sender }
+    }
+
+    /// The next message; see [`Inbound::recv`].
+    pub async fn recv(&mut self) -> Option<Result<D::Item, Error>> {
+        self.inbound.recv().await
+    }
+
+    /// Queues a message; see [`Sender::send`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`].
+    pub async fn send<T>(&self, item: T) -> Result<(), Error>
+    where
+        E: Encoder<T>,
+    {
+        self.sender.send(item).await
+    }
+
+    /// The sending half (clone it to send from other tasks).
+    pub fn sender(&self) -> &Sender<E> {
+        &self.sender
+    }
+
+    /// The receiving half.
+    pub fn inbound(&mut self) -> &mut Inbound<R, D> {
+        &mut self.inbound
+    }
+
+    /// The two halves, to receive and send from different tasks.
+    pub fn into_split(self) -> (Inbound<R, D>, Sender<E>) {
+        (self.inbound, self.sender)
+    }
+}
+
+impl<R, D, E> std::fmt::Debug for Connection<R, D, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
     }
 }

@@ -33,11 +33,13 @@ type ServerFn = dyn Fn(&CallInfo<'_>) -> Result<(), Status> + Send + Sync;
 /// A server interceptor: runs before a call's handler; an error ends the
 /// call with that status instead (the handler never runs).
 #[derive(Clone)]
-pub struct ServerInterceptor(Arc<ServerFn>);
+pub(crate) struct ServerInterceptor(Arc<ServerFn>);
 
 impl ServerInterceptor {
     /// Wraps `f`.
-    pub fn new(f: impl Fn(&CallInfo<'_>) -> Result<(), Status> + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(
+        f: impl Fn(&CallInfo<'_>) -> Result<(), Status> + Send + Sync + 'static,
+    ) -> Self {
         ServerInterceptor(Arc::new(f))
     }
 
@@ -58,11 +60,11 @@ type ClientFn = dyn Fn(&str, &mut MetadataBuilder) -> Result<(), Status> + Send 
 /// and a builder holding the request's metadata, to which it may add. An
 /// error fails the call locally with that status (nothing is sent).
 #[derive(Clone)]
-pub struct ClientInterceptor(Arc<ClientFn>);
+pub(crate) struct ClientInterceptor(Arc<ClientFn>);
 
 impl ClientInterceptor {
     /// Wraps `f`.
-    pub fn new(
+    pub(crate) fn new(
         f: impl Fn(&str, &mut MetadataBuilder) -> Result<(), Status> + Send + Sync + 'static,
     ) -> Self {
         ClientInterceptor(Arc::new(f))
@@ -75,7 +77,7 @@ impl ClientInterceptor {
     ///
     /// `INVALID_ARGUMENT` status when the key or value breaks metadata
     /// rules (checked once, here).
-    pub fn header(key: &str, value: &str) -> Result<Self, Status> {
+    pub(crate) fn header(key: &str, value: &str) -> Result<Self, Status> {
         // Validate now, so that a bad header fails at configuration time.
         Metadata::builder()
             .ascii(key, value)

@@ -31,7 +31,8 @@ impl<T> Request<T> {
         }
     }
 
-    /// Marks the call safe to repeat: with `ChannelConfig::retries` set, a
+    /// Marks the call safe to repeat: with
+    /// [`ChannelBuilder::retries`](crate::ChannelBuilder::retries) set, a
     /// call that failed before reaching a working server (connection
     /// refused or lost, `UNAVAILABLE` produced locally) is tried again.
     /// Calls are never retried otherwise.
@@ -185,39 +186,38 @@ impl<T> IntoRequest<T> for Request<T> {
     }
 }
 
-/// A message passed through as its encoded bytes, never decoded: for
-/// proxies and gateways that forward calls (use it as both the request and
-/// the response type of a [`Channel`](super::Channel) call).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RawMessage(pub bytes::Bytes);
+/// Anything a streaming call accepts as its requests: a `Stream` of
+/// messages, or a [`Request`] wrapping one (to set metadata or a timeout).
+pub trait IntoStreamingRequest {
+    /// The stream of requests.
+    type Stream: futures_core::Stream<Item = Self::Message> + Send + 'static;
+    /// One request message.
+    type Message;
 
-impl prost::Message for RawMessage {
-    fn encode_raw(&self, buf: &mut impl bytes::BufMut) {
-        buf.put_slice(&self.0);
+    /// Wraps the stream if needed.
+    fn into_streaming_request(self) -> Request<Self::Stream>;
+}
+
+impl<S> IntoStreamingRequest for S
+where
+    S: futures_core::Stream + Send + 'static,
+{
+    type Stream = S;
+    type Message = S::Item;
+
+    fn into_streaming_request(self) -> Request<S> {
+        Request::new(self)
     }
+}
 
-    fn merge_field(
-        &mut self,
-        tag: u32,
-        wire_type: prost::encoding::WireType,
-        buf: &mut impl bytes::Buf,
-        ctx: prost::encoding::DecodeContext,
-    ) -> Result<(), prost::DecodeError> {
-        // Not reached through `merge`, which takes the bytes whole.
-        prost::encoding::skip_field(wire_type, tag, buf, ctx)
-    }
+impl<S> IntoStreamingRequest for Request<S>
+where
+    S: futures_core::Stream + Send + 'static,
+{
+    type Stream = S;
+    type Message = S::Item;
 
-    fn merge(&mut self, mut buf: impl bytes::Buf) -> Result<(), prost::DecodeError> {
-        // Zero-copy when `buf` is `Bytes` (as tram's decoders pass).
-        self.0 = buf.copy_to_bytes(buf.remaining());
-        Ok(())
-    }
-
-    fn encoded_len(&self) -> usize {
-        self.0.len()
-    }
-
-    fn clear(&mut self) {
-        self.0 = bytes::Bytes::new();
+    fn into_streaming_request(self) -> Request<S> {
+        self
     }
 }

@@ -2,47 +2,58 @@
 //!
 //! Unary, server-streaming, client-streaming and bidirectional calls, with
 //! gRPC's status codes, metadata, deadlines, cancellation and credit flow
-//! control; see `PROTOCOL.md` for the wire rules.
+//! control; see `PROTOCOL.md` for the wire rules. The types are also at the
+//! crate root (`tram::Channel`, `tram::Server`, ...).
 //!
 //! # Layout
 //!
-//! - [`Status`], [`Request`], [`Response`]: what calls carry.
-//! - `server`: [`Server`]: routes, accept loop, per-connection driver.
-//! - `client`: [`Channel`]: connections, calls, reconnection.
+//! - [`Status`], [`Request`], [`Response`]: what calls carry (`status`,
+//!   `message`).
+//! - `server`: [`Server`] and [`ServerBuilder`] (a folder: builder,
+//!   handlers, accept loop, connection driver, call table).
+//! - `client`: [`Channel`] and [`ChannelBuilder`] (a folder: builder,
+//!   pool, unary and streaming calls, connection, call table, reader).
 //! - `stream`: per-call stream state and credit; [`Streaming`].
-//! - `intercept`: [`ServerInterceptor`] (authentication, authorisation)
-//!   and [`ClientInterceptor`] (metadata on every call).
+//! - `intercept`: interceptors, run as each call opens: on the server to
+//!   authenticate and authorise ([`CallInfo`]), on the client to add
+//!   metadata to every call.
+//!
+//! What both sides share, written once:
+//!
+//! - `transport`: TCP or TLS into read and write halves, and opening the
+//!   RPC protocol on them (preface and SETTINGS first).
+//! - `protocol`: the protocol error and its GOAWAY; SETTINGS, PING,
+//!   CREDIT and message-run handling.
+//! - `timers`: handshake, idle and keepalive timers ([`Keepalive`]).
+//! - `deadline`: a call's deadline.
+//! - `unary`: a single response collected from its frames.
+//! - `codec`: the RPC layer's encoder (method binding, messages encoded in
+//!   place) and decoder (preface, frames, runs of messages).
 //! - `exec`: the small executor that runs a connection's handler futures
 //!   without a task per call.
-//! - `codec`: the RPC layer's encoder (method binding, messages encoded in
-//!   place) and decoder (preface, frames).
 
 mod client;
 mod codec;
+mod deadline;
 mod exec;
 mod intercept;
 mod message;
-mod server;
+mod protocol;
+pub(crate) mod server;
 mod status;
 mod stream;
+mod timers;
+mod transport;
+mod unary;
 
-pub use client::{Channel, ChannelConfig, RequestSink, ResponseStream, UnaryCall};
-pub use intercept::{CallInfo, ClientInterceptor, ServerInterceptor};
-pub use message::RawMessage;
-pub use message::{IntoRequest, Request, Response};
-pub use server::{
-    Keepalive, Kind, OtherIo, OtherProtocol, ReadWrite, Server, ServerBuilder, ServerConfig,
-    Service,
-};
+pub use client::{Channel, ChannelBuilder, ClientStreamSink, RequestSink, UnaryCall};
+pub use intercept::CallInfo;
+pub use message::{IntoRequest, IntoStreamingRequest, Request, Response};
+pub use server::{MethodKind, Server, ServerBuilder, Service};
 pub use status::Status;
 pub use stream::Streaming;
+pub use timers::Keepalive;
 pub use tram_wire::{Code, Metadata, metadata::MetadataBuilder};
-
-/// The read half of a connection, whatever the transport (TCP or TLS):
-/// one virtual call per read.
-pub(crate) type BoxRead = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
-/// The write half, likewise.
-pub(crate) type BoxWrite = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
 
 /// Hashes the small integer keys of per-connection tables (call ids,
 /// method numbers) with one multiplication instead of SipHash: the keys

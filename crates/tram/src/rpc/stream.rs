@@ -18,7 +18,7 @@ use crate::conn::Sender;
 
 /// One call's stream state.
 pub(crate) struct CallShared {
-    st: Mutex<CallState>,
+    state: Mutex<CallState>,
 }
 
 /// Messages waiting for the consumer: one at a time, or a run of plain
@@ -117,7 +117,7 @@ impl CallShared {
     /// `send_credit`: the peer's `initial_credit`.
     pub(crate) fn new(window: u32, send_credit: u32) -> Arc<CallShared> {
         Arc::new(CallShared {
-            st: Mutex::new(CallState {
+            state: Mutex::new(CallState {
                 inbox: VecDeque::new(),
                 inbox_end: None,
                 reader: None,
@@ -136,17 +136,17 @@ impl CallShared {
 
     /// The response's leading metadata (client side).
     pub(crate) fn set_headers(&self, headers: Metadata) {
-        self.st.lock().headers = Some(headers);
+        self.state.lock().headers = Some(headers);
     }
 
     /// The response's leading metadata, if it has arrived.
     pub(crate) fn headers(&self) -> Option<Metadata> {
-        self.st.lock().headers.clone()
+        self.state.lock().headers.clone()
     }
 
     /// A message from the peer.
     pub(crate) fn push(&self, msg: Bytes) -> Result<(), CreditViolation> {
-        let mut st = self.st.lock();
+        let mut st = self.state.lock();
         st.recv_allowed -= 1;
         if st.recv_allowed < 0 {
             return Err(CreditViolation);
@@ -163,7 +163,7 @@ impl CallShared {
     /// A run of plain messages from the peer, queued whole: one lock, one
     /// queue entry and one wake-up for all of them.
     pub(crate) fn push_run(&self, run: MessageRun) -> Result<(), CreditViolation> {
-        let mut st = self.st.lock();
+        let mut st = self.state.lock();
         st.recv_allowed -= run.len() as i64;
         if st.recv_allowed < 0 {
             return Err(CreditViolation);
@@ -179,7 +179,7 @@ impl CallShared {
 
     /// The peer's direction ended (`Ok`), or the call failed (`Err`).
     pub(crate) fn close_inbox(&self, end: Result<(), Status>) {
-        let mut st = self.st.lock();
+        let mut st = self.state.lock();
         if st.inbox_end.is_none() {
             st.inbox_end = Some(end);
         }
@@ -190,7 +190,7 @@ impl CallShared {
 
     /// CREDIT from the peer.
     pub(crate) fn add_credit(&self, n: u32) -> Result<(), CreditViolation> {
-        let mut st = self.st.lock();
+        let mut st = self.state.lock();
         st.send_credit += u64::from(n);
         if st.send_credit > u64::from(tram_wire::MAX_CREDIT) {
             return Err(CreditViolation);
@@ -203,7 +203,7 @@ impl CallShared {
 
     /// The call is over: wake everything, fail further sends and reads.
     pub(crate) fn abort(&self, status: Status) {
-        let mut st = self.st.lock();
+        let mut st = self.state.lock();
         if st.inbox_end.is_none() {
             st.inbox_end = Some(Err(status.clone()));
         }
@@ -217,7 +217,7 @@ impl CallShared {
     /// that counts it down itself: one lock per run of messages rather
     /// than per message.
     pub(crate) fn take_all_send_credit(&self) -> Result<u64, Status> {
-        let mut st = self.st.lock();
+        let mut st = self.state.lock();
         if let Some(s) = &st.aborted {
             return Err(s.clone());
         }
@@ -227,7 +227,7 @@ impl CallShared {
     /// Waits for credit to send one message, and takes it.
     pub(crate) async fn take_send_credit(&self) -> Result<(), Status> {
         std::future::poll_fn(|cx| {
-            let mut st = self.st.lock();
+            let mut st = self.state.lock();
             if let Some(s) = &st.aborted {
                 return Poll::Ready(Err(s.clone()));
             }
@@ -244,7 +244,7 @@ impl CallShared {
     /// Counts what `taken` says was consumed since it last came here, and
     /// returns the credit to hand back to the peer if it is time to.
     fn credit(&self, taken: &mut Taken) -> u32 {
-        self.st.lock().account(taken)
+        self.state.lock().account(taken)
     }
 
     /// For a consumer that has consumed everything it took: takes every
@@ -261,7 +261,7 @@ impl CallShared {
             taken.msgs.is_empty(),
             "taken before the last run was consumed"
         );
-        let mut st = self.st.lock();
+        let mut st = self.state.lock();
         let grant = st.account(taken);
         if !st.inbox.is_empty() {
             // The emptied buffer goes back as the inbox: neither side
@@ -306,7 +306,7 @@ impl Taken {
             msgs: VecDeque::new(),
             consumed: 0,
             bytes: 0,
-            until: shared.st.lock().window.div_ceil(2),
+            until: shared.state.lock().window.div_ceil(2),
         }
     }
 
@@ -347,11 +347,13 @@ impl Taken {
 
 /// A stream of messages from the peer on one call: the request stream of a
 /// client-streaming or bidirectional handler, or the response stream of a
-/// streaming call on the client.
+/// streaming call on the client. Read it with [`Streaming::message`] or as
+/// a [`Stream`](futures_core::Stream).
 ///
 /// Credit flows back to the peer as messages are taken, so a slow consumer
 /// holds the peer back instead of buffering without bound. Dropping it
-/// stops reading; on the client, dropping the call's stream cancels it.
+/// stops reading; on the client, dropping the call's response stream (and
+/// its request sink, if any) cancels the call.
 pub struct Streaming<M> {
     shared: Arc<CallShared>,
     taken: Taken,
@@ -363,12 +365,20 @@ pub struct Streaming<M> {
 }
 
 impl<M> Streaming<M> {
-    /// The response's leading metadata (client side), once the first
+    /// The response's leading metadata (on the client), once the first
     /// response message has arrived: `None` before, or if the server sent
     /// none (a call that ends without a message sends it with its
-    /// trailers).
-    pub(crate) fn headers(&self) -> Option<Metadata> {
+    /// trailers, as gRPC's trailers-only responses do). Always `None` for
+    /// a handler's request stream.
+    pub fn metadata(&self) -> Option<Metadata> {
         self.shared.headers()
+    }
+
+    /// Keeps `extra` alive as long as the stream.
+    pub(crate) fn with_guard(mut self, extra: Box<dyn Send + Sync>) -> Self {
+        let old = self._guard.take();
+        self._guard = Some(Box::new((old, extra)));
+        self
     }
 
     pub(crate) fn new(
@@ -497,7 +507,7 @@ pub(crate) fn send_failed(e: crate::conn::Error) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rpc::RawMessage;
+    use crate::gateway::RawMessage;
 
     /// `n` plain messages of 16 bytes on call 1, as one run.
     fn run_of(n: usize) -> MessageRun {
@@ -562,15 +572,15 @@ mod tests {
         shared.push_run(run_of(24)).expect("within credit");
         // One more than the credit is a violation, and nothing of it is queued.
         assert!(shared.push_run(run_of(1)).is_err());
-        shared.st.lock().recv_allowed += 1;
-        assert_eq!(shared.st.lock().inbox.len(), 2);
+        shared.state.lock().recv_allowed += 1;
+        assert_eq!(shared.state.lock().inbox.len(), 2);
 
         let mut taken = Taken::new(&shared);
         let (took, grant) = shared.poll_take(&mut taken, &mut cx);
         assert!(matches!(took, Poll::Ready(Some(Ok(())))));
         assert_eq!(grant, 0);
         assert_eq!(left(&taken), 64, "both runs are taken at once");
-        assert!(shared.st.lock().inbox.is_empty());
+        assert!(shared.state.lock().inbox.is_empty());
         // The credit comes due with the 32nd message handed out, while
         // half the run is still to be consumed: the peer need not stall.
         let mut handed = 0;
@@ -600,17 +610,17 @@ mod tests {
         assert!(granted > 32, "granted {granted}");
         let mut total = granted;
         total += consume(&shared, 4096, 16);
-        assert_eq!(shared.st.lock().window, MAX_WINDOW);
+        assert_eq!(shared.state.lock().window, MAX_WINDOW);
         assert!(total > 4096);
         // Large messages: it shrinks back towards the advertised window,
         // and every grant returns at least one credit.
         for _ in 0..200 {
-            let w = shared.st.lock().window;
+            let w = shared.state.lock().window;
             let g = consume(&shared, (w as usize).div_ceil(2), 64 * 1024);
             assert!(g >= 1);
         }
-        assert_eq!(shared.st.lock().window, 64);
+        assert_eq!(shared.state.lock().window, 64);
         // The peer never had more credit than the window allows.
-        assert!(shared.st.lock().recv_allowed <= i64::from(MAX_WINDOW));
+        assert!(shared.state.lock().recv_allowed <= i64::from(MAX_WINDOW));
     }
 }

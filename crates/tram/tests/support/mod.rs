@@ -36,7 +36,7 @@ where
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let (mut inbound, sender) = Connection::new(stream, codec.clone(), config);
+            let (mut inbound, sender) = Connection::new(stream, codec.clone(), config).into_split();
             let tx = tx.clone();
             tokio::spawn(async move {
                 let mut n = 0;

@@ -1,0 +1,480 @@
+//! The client's side of one connection's calls, as pure code: callers open
+//! and release calls, the server's frames answer them, and every change
+//! says what the connection must do (frames to send, callers to wake, slots
+//! freed) without touching a socket or a task. The connection keeps it
+//! under one lock, shared by its callers and its reader.
+//!
+//! Calls live in a slab whose keys are the call ids, so ids are reused
+//! lowest-first as PROTOCOL.md asks. A unary call keeps its answer inline
+//! (no allocation per call); a streaming call shares a `CallShared` with
+//! its handles.
+
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use slab::Slab;
+use tram_wire::{CallId, Cancel, Code, End, Frame, MessageRun, Settings};
+
+use super::super::Status;
+use super::super::protocol::{self, ProtocolError};
+use super::super::stream::CallShared;
+use super::super::unary::{Answer, UnaryAnswer};
+
+/// The calls of one connection.
+pub(crate) struct Calls {
+    slab: Slab<Entry>,
+    /// Callers waiting for a free slot.
+    pub(crate) capacity_waiters: usize,
+    /// Why the connection cannot take new calls.
+    broken: Option<Status>,
+    /// The server's limits, once its SETTINGS arrived.
+    pub(crate) peer: Settings,
+}
+
+/// What the connection must do after the table changed: the frames go out
+/// before the table's lock is released (so that a CANCEL reaches the wire
+/// before its id can be reused), the wake-ups after.
+#[derive(Default)]
+pub(crate) struct Effects {
+    pub(crate) send: Vec<Frame>,
+    pub(crate) wake: Vec<Waker>,
+    /// Calls freed: as many callers waiting for a slot may go.
+    pub(crate) freed: usize,
+}
+
+/// Why a call could not be opened now.
+pub(crate) enum Refused {
+    /// The connection is unusable: fail the call with this.
+    Broken(Status),
+    /// At the server's `max_concurrent_calls`.
+    Full,
+}
+
+/// What a call is waiting for.
+pub(crate) enum CallKind {
+    /// One response, collected in the table, and the caller to wake.
+    Unary(Option<Waker>),
+    /// A stream, in state the call's handles share.
+    Stream(Arc<CallShared>),
+}
+
+struct Entry {
+    state: State,
+    /// A response message has arrived (leading metadata only comes on the
+    /// first).
+    answered: bool,
+    /// The client may still send (we have not closed our direction).
+    client_open: bool,
+    server_done: bool,
+    /// The caller is gone; free the entry when the call is closed.
+    abandoned: bool,
+}
+
+enum State {
+    Unary {
+        answer: UnaryAnswer,
+        waker: Option<Waker>,
+    },
+    Stream(Arc<CallShared>),
+}
+
+impl Calls {
+    pub(crate) fn new() -> Calls {
+        Calls {
+            slab: Slab::new(),
+            capacity_waiters: 0,
+            broken: None,
+            peer: Settings::DEFAULT,
+        }
+    }
+
+    /// Calls open.
+    pub(crate) fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// Why the connection takes no new calls, if it does not.
+    pub(crate) fn broken(&self) -> Option<&Status> {
+        self.broken.as_ref()
+    }
+
+    /// Takes no new calls from now on, failing them with `why`.
+    pub(crate) fn mark_broken(&mut self, why: Status) {
+        self.broken.get_or_insert(why);
+    }
+
+    /// Registers a call: its id, and whether it is the only one open.
+    pub(crate) fn open(
+        &mut self,
+        kind: CallKind,
+        end_stream: bool,
+    ) -> Result<(CallId, bool), Refused> {
+        if let Some(s) = &self.broken {
+            return Err(Refused::Broken(s.clone()));
+        }
+        if self.slab.len() >= self.peer.max_concurrent_calls as usize {
+            return Err(Refused::Full);
+        }
+        let state = match kind {
+            CallKind::Unary(waker) => State::Unary {
+                answer: UnaryAnswer::default(),
+                waker,
+            },
+            CallKind::Stream(shared) => State::Stream(shared),
+        };
+        let id = self.slab.insert(Entry {
+            state,
+            client_open: !end_stream,
+            server_done: false,
+            answered: false,
+            abandoned: false,
+        }) as CallId;
+        Ok((id, self.slab.len() == 1))
+    }
+
+    /// Polls a unary call. When it returns `Ready` the call is gone from
+    /// the table (one slot freed).
+    pub(crate) fn poll_unary(
+        &mut self,
+        id: CallId,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Answer, Status>> {
+        let Some(entry) = self.slab.get_mut(id as usize) else {
+            return Poll::Ready(Err(Status::internal("call vanished")));
+        };
+        let State::Unary { answer, waker } = &mut entry.state else {
+            return Poll::Ready(Err(Status::internal("not a unary call")));
+        };
+        match answer.take() {
+            Some(outcome) => {
+                self.slab.remove(id as usize);
+                Poll::Ready(outcome)
+            }
+            None => {
+                if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The caller is done with call `id`, finished or not; `sent`: its
+    /// CALL went out, `code`: the code of the CANCEL if one is due.
+    pub(crate) fn release(&mut self, id: CallId, sent: bool, code: Code, fx: &mut Effects) {
+        let broken = self.broken.is_some();
+        let Some(entry) = self.slab.get_mut(id as usize) else {
+            return;
+        };
+        if sent && (!entry.server_done || entry.client_open) {
+            // Still open on the wire: cancel; the entry goes when the
+            // server's END arrives (PROTOCOL.md §6.1).
+            fx.send.push(Frame::Cancel(Cancel { call: id, code }));
+            entry.client_open = false;
+            entry.abandoned = true;
+            if let State::Stream(s) = &entry.state {
+                s.abort(Status::cancelled("call dropped"));
+            }
+            if entry.server_done || broken {
+                self.free(id, fx);
+            }
+        } else {
+            self.free(id, fx);
+        }
+    }
+
+    /// Ends our direction of call `id` (a half-close). Returns whether the
+    /// server's direction has ended too.
+    pub(crate) fn half_close(&mut self, id: CallId, fx: &mut Effects) -> bool {
+        let Some(entry) = self.slab.get_mut(id as usize) else {
+            return false;
+        };
+        if entry.client_open {
+            entry.client_open = false;
+            fx.send.push(Frame::End(End::new(id, Code::Ok)));
+        }
+        entry.server_done
+    }
+
+    /// The server's SETTINGS arrived.
+    pub(crate) fn settled(&mut self, peer: Settings) {
+        self.peer = peer;
+    }
+
+    /// Plain messages of one call: a stream's are queued on it whole; a
+    /// unary call takes one (its END follows).
+    pub(crate) fn run(&mut self, mut run: MessageRun) -> Result<(), ProtocolError> {
+        let id = run.call();
+        let entry = self.open_entry(id, "MESSAGE")?;
+        entry.answered = true;
+        match &mut entry.state {
+            State::Stream(s) => protocol::push_run(s, run),
+            State::Unary { answer, .. } => match (run.len(), run.next()) {
+                (1, Some(payload)) => answer
+                    .message(payload, None, false)
+                    .map_err(|_| two_responses(id)),
+                _ => Err(two_responses(id)),
+            },
+        }
+    }
+
+    /// One frame from the server, after the handshake.
+    pub(crate) fn frame(&mut self, frame: Frame, fx: &mut Effects) -> Result<(), ProtocolError> {
+        match frame {
+            Frame::Message(m) => {
+                let entry = self.open_entry(m.call, "MESSAGE")?;
+                if std::mem::replace(&mut entry.answered, true) && m.metadata.is_some() {
+                    return Err(ProtocolError::new(format!(
+                        "leading metadata after the first response on call {}",
+                        m.call
+                    )));
+                }
+                match &mut entry.state {
+                    State::Unary { answer, waker } => {
+                        answer
+                            .message(m.payload, m.metadata, m.end_stream)
+                            .map_err(|_| two_responses(m.call))?;
+                        if m.end_stream {
+                            entry.server_done = true;
+                            fx.wake.extend(waker.take());
+                        }
+                    }
+                    State::Stream(s) => {
+                        if let Some(headers) = m.metadata {
+                            s.set_headers(headers);
+                        }
+                        s.push(m.payload).map_err(|_| protocol::no_credit(m.call))?;
+                        if m.end_stream {
+                            s.close_inbox(Ok(()));
+                            entry.server_done = true;
+                        }
+                    }
+                }
+                if m.end_stream {
+                    self.ended(m.call, fx);
+                }
+                Ok(())
+            }
+            Frame::End(e) => {
+                let id = e.call;
+                let entry = self.open_entry(id, "END")?;
+                entry.server_done = true;
+                match &mut entry.state {
+                    State::Unary { answer, waker } => {
+                        answer.end(e);
+                        fx.wake.extend(waker.take());
+                    }
+                    State::Stream(s) => {
+                        if e.code == Code::Ok {
+                            s.close_inbox(Ok(()));
+                            s.abort(Status::new(Code::Ok, "call ended by the server"));
+                        } else {
+                            s.abort(Status::from_wire(e));
+                        }
+                    }
+                }
+                if entry.client_open {
+                    // The server ended first: close our direction too.
+                    entry.client_open = false;
+                    fx.send.push(Frame::Cancel(Cancel {
+                        call: id,
+                        code: Code::Cancelled,
+                    }));
+                }
+                self.ended(id, fx);
+                Ok(())
+            }
+            Frame::Credit(c) => match self.slab.get(c.call as usize) {
+                Some(Entry {
+                    state: State::Stream(s),
+                    ..
+                }) => protocol::add_credit(s, c.call, c.n),
+                _ => Ok(()),
+            },
+            Frame::GoAway(g) => {
+                // No new calls here; calls in flight finish or fail when the
+                // connection closes.
+                self.mark_broken(Status::unavailable(format!(
+                    "server going away: {}",
+                    g.message
+                )));
+                Ok(())
+            }
+            other => Err(ProtocolError::new(format!(
+                "{:?} frame from the server",
+                other.frame_type()
+            ))),
+        }
+    }
+
+    /// The connection is gone: every call fails with `why`.
+    pub(crate) fn fail_all(&mut self, why: &Status, fx: &mut Effects) {
+        self.mark_broken(why.clone());
+        let mut gone = Vec::new();
+        for (id, entry) in self.slab.iter_mut() {
+            entry.server_done = true;
+            entry.client_open = false;
+            match &mut entry.state {
+                State::Unary { answer, waker } => {
+                    answer.fail(why);
+                    fx.wake.extend(waker.take());
+                }
+                State::Stream(s) => s.abort(why.clone()),
+            }
+            if entry.abandoned {
+                gone.push(id as CallId);
+            }
+        }
+        for id in gone {
+            self.free(id, fx);
+        }
+    }
+
+    /// The entry of `id`, if the server may still send on it; a `what`
+    /// frame on any other call is a protocol violation.
+    fn open_entry(&mut self, id: CallId, what: &str) -> Result<&mut Entry, ProtocolError> {
+        self.slab
+            .get_mut(id as usize)
+            .filter(|e| !e.server_done)
+            .ok_or_else(|| ProtocolError::new(format!("{what} on call {id} not open")))
+    }
+
+    /// The server's direction of `id` ended: free it if the caller is gone.
+    fn ended(&mut self, id: CallId, fx: &mut Effects) {
+        if let Some(e) = self.slab.get(id as usize) {
+            if e.abandoned && !e.client_open {
+                self.free(id, fx);
+            }
+        }
+    }
+
+    fn free(&mut self, id: CallId, fx: &mut Effects) {
+        if self.slab.try_remove(id as usize).is_some() {
+            fx.freed += 1;
+        }
+    }
+}
+
+fn two_responses(call: CallId) -> ProtocolError {
+    ProtocolError::new(format!("two responses on unary call {call}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use tram_wire::{GoAway, Message, Reason};
+
+    use super::*;
+
+    fn message(call: CallId, end_stream: bool) -> Frame {
+        Frame::Message(Message {
+            call,
+            end_stream,
+            metadata: None,
+            payload: Bytes::from_static(b"ok"),
+        })
+    }
+
+    fn open_unary(calls: &mut Calls) -> CallId {
+        match calls.open(CallKind::Unary(None), true) {
+            Ok((id, _)) => id,
+            Err(_) => panic!("opens"),
+        }
+    }
+
+    fn poll(calls: &mut Calls, id: CallId) -> Poll<Result<Answer, Status>> {
+        calls.poll_unary(id, &mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn a_unary_answer_completes_the_call_and_frees_its_id() {
+        let mut calls = Calls::new();
+        let mut fx = Effects::default();
+        let a = open_unary(&mut calls);
+        let b = open_unary(&mut calls);
+        assert_eq!((a, b), (0, 1));
+        assert!(poll(&mut calls, a).is_pending());
+        calls.frame(message(a, true), &mut fx).unwrap();
+        let Poll::Ready(Ok((body, _, _))) = poll(&mut calls, a) else {
+            panic!("answered")
+        };
+        assert_eq!(&body[..], b"ok");
+        assert_eq!(calls.len(), 1);
+        // The lowest free id is reused first.
+        assert_eq!(open_unary(&mut calls), 0);
+    }
+
+    #[test]
+    fn a_dropped_call_is_cancelled_and_its_id_held_until_the_server_ends_it() {
+        let mut calls = Calls::new();
+        let mut fx = Effects::default();
+        let id = open_unary(&mut calls);
+        calls.release(id, true, Code::Cancelled, &mut fx);
+        assert!(matches!(fx.send.as_slice(), [Frame::Cancel(c)] if c.call == id));
+        assert_eq!(fx.freed, 0);
+        assert_eq!(open_unary(&mut calls), 1, "id 0 is still taken");
+        calls
+            .frame(Frame::End(End::new(id, Code::Cancelled)), &mut fx)
+            .unwrap();
+        assert_eq!(fx.freed, 1);
+        assert_eq!(open_unary(&mut calls), 0);
+    }
+
+    #[test]
+    fn frames_on_calls_not_open_break_the_protocol() {
+        let mut calls = Calls::new();
+        let mut fx = Effects::default();
+        assert!(calls.frame(message(3, true), &mut fx).is_err());
+        let id = open_unary(&mut calls);
+        calls.frame(message(id, false), &mut fx).unwrap();
+        assert!(
+            calls.frame(message(id, true), &mut fx).is_err(),
+            "two responses"
+        );
+        let id = open_unary(&mut calls);
+        calls.frame(message(id, true), &mut fx).unwrap();
+        assert!(
+            calls
+                .frame(Frame::End(End::new(id, Code::Ok)), &mut fx)
+                .is_err(),
+            "END after END_STREAM"
+        );
+    }
+
+    #[test]
+    fn capacity_and_goaway_refuse_new_calls() {
+        let mut calls = Calls::new();
+        let mut fx = Effects::default();
+        calls.settled(Settings {
+            max_concurrent_calls: 1,
+            ..Settings::DEFAULT
+        });
+        open_unary(&mut calls);
+        assert!(matches!(
+            calls.open(CallKind::Unary(None), true),
+            Err(Refused::Full)
+        ));
+        let goaway = GoAway {
+            last_call_seq: 1,
+            reason: Reason::NO_ERROR,
+            message: "bye".into(),
+        };
+        calls.frame(Frame::GoAway(goaway), &mut fx).unwrap();
+        assert!(matches!(
+            calls.open(CallKind::Unary(None), true),
+            Err(Refused::Broken(s)) if s.code() == Code::Unavailable
+        ));
+    }
+
+    #[test]
+    fn losing_the_connection_fails_every_call() {
+        let mut calls = Calls::new();
+        let mut fx = Effects::default();
+        let id = open_unary(&mut calls);
+        calls.fail_all(&Status::unavailable("lost"), &mut fx);
+        let Poll::Ready(Err(s)) = poll(&mut calls, id) else {
+            panic!("failed")
+        };
+        assert_eq!(s.code(), Code::Unavailable);
+    }
+}

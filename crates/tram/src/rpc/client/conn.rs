@@ -1,0 +1,366 @@
+//! One connection of a channel: its call table under a lock shared by the
+//! callers (opening, polling and releasing calls) and its reader (routing
+//! the server's frames), and its outbound queue. Sending happens on the
+//! caller's task.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::Notify;
+use tram_wire::{Call, CallId, Code, Metadata};
+
+use super::super::Status;
+use super::super::codec::{Open, RpcEncoder};
+use super::super::intercept::ClientInterceptor;
+use super::super::stream::CallShared;
+use super::super::unary::Answer;
+use super::calls::{CallKind, Calls, Effects, Refused};
+use crate::conn::{self, Sender};
+
+/// One connection's client side.
+pub(crate) struct ClientConn {
+    pub(super) out: Sender<RpcEncoder>,
+    pub(super) calls: Mutex<Calls>,
+    /// Set once the table is broken, readable without the lock.
+    unusable: AtomicBool,
+    /// Calls open, published for the pool's least-loaded choice.
+    pub(super) in_flight: AtomicUsize,
+    /// `in_flight` is kept (the pool has more than one connection to
+    /// choose from).
+    publish_load: bool,
+    /// Wakes callers waiting for a free slot.
+    pub(super) capacity: Notify,
+    /// The credit window this side advertised.
+    window: u32,
+    wait_for_capacity: bool,
+    interceptor: Option<ClientInterceptor>,
+}
+
+/// Why [`ClientConn::try_open_unary`] did not open the call.
+pub(super) enum NotOpened {
+    /// The call fails with this.
+    Failed(Status),
+    /// It must wait (for capacity, or queue room): take the general path,
+    /// with the metadata as intercepted.
+    Later(Metadata),
+}
+
+impl ClientConn {
+    pub(super) fn new(
+        out: Sender<RpcEncoder>,
+        window: u32,
+        publish_load: bool,
+        wait_for_capacity: bool,
+        interceptor: Option<ClientInterceptor>,
+    ) -> ClientConn {
+        ClientConn {
+            out,
+            calls: Mutex::new(Calls::new()),
+            unusable: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            publish_load,
+            capacity: Notify::new(),
+            window,
+            wait_for_capacity,
+            interceptor,
+        }
+    }
+
+    pub(super) fn usable(&self) -> bool {
+        !self.unusable.load(Ordering::Acquire)
+    }
+
+    /// Carries out what the table asked for, `calls` being its guard:
+    /// frames are queued before the lock goes (a CANCEL before its id can
+    /// be reused), callers woken after (so that they do not wake only to
+    /// wait for it).
+    pub(super) fn apply(&self, calls: MutexGuard<'_, Calls>, fx: &mut Effects) {
+        for frame in fx.send.drain(..) {
+            let _ = self.out.force_send(frame);
+        }
+        if calls.broken().is_some() {
+            self.unusable.store(true, Ordering::Release);
+        }
+        let freed = std::mem::take(&mut fx.freed);
+        if freed > 0 {
+            self.publish(&calls);
+        }
+        // Only when someone waits: `notify_one` is a write to a line every
+        // caller's thread would otherwise share.
+        let notify = freed.min(calls.capacity_waiters);
+        drop(calls);
+        for _ in 0..notify {
+            self.capacity.notify_one();
+        }
+        fx.wake.drain(..).for_each(Waker::wake);
+    }
+
+    /// Publishes the number of calls open, for the pool.
+    fn publish(&self, calls: &Calls) {
+        if self.publish_load {
+            self.in_flight.store(calls.len(), Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn new_shared(&self) -> Arc<CallShared> {
+        let peer = self.calls.lock().peer;
+        CallShared::new(self.window, peer.initial_credit)
+    }
+
+    /// The call's metadata, through the client interceptor if any.
+    pub(super) fn intercept(&self, path: &str, metadata: Metadata) -> Result<Metadata, Status> {
+        match &self.interceptor {
+            Some(i) => i.apply(path, metadata),
+            None => Ok(metadata),
+        }
+    }
+
+    /// Registers a call and sends its CALL frame, waiting for a free slot
+    /// and for queue room as needed; `metadata` has been intercepted.
+    pub(super) async fn open<M: prost::Message>(
+        self: &Arc<Self>,
+        path: &str,
+        msg: Option<&M>,
+        metadata: Metadata,
+        timeout: Option<Duration>,
+        end_stream: bool,
+        shared: Option<Arc<CallShared>>,
+    ) -> Result<CallHandle, Status> {
+        // The first check registers nothing; only after finding no room is a
+        // wake-up registered, and the check repeated before waiting, so that
+        // a slot freed (notify_one: a stored permit) or the connection
+        // breaking (caught by the re-check) is never missed.
+        let mut registered = None;
+        // Counted among the capacity waiters from the first registration
+        // until a slot is ours (or the future is dropped).
+        let mut waiting = CapacityWaiter {
+            conn: self,
+            counted: false,
+        };
+        let (id, alone) = loop {
+            {
+                let mut calls = self.calls.lock();
+                if waiting.counted {
+                    calls.capacity_waiters -= 1;
+                    waiting.counted = false;
+                }
+                let kind = match &shared {
+                    Some(s) => CallKind::Stream(s.clone()),
+                    None => CallKind::Unary(None),
+                };
+                match calls.open(kind, end_stream) {
+                    Ok(opened) => {
+                        self.publish(&calls);
+                        break opened;
+                    }
+                    Err(Refused::Broken(s)) => return Err(s),
+                    Err(Refused::Full) if !self.wait_for_capacity => {
+                        return Err(Status::resource_exhausted(
+                            "connection at the server's max_concurrent_calls",
+                        ));
+                    }
+                    Err(Refused::Full) => {
+                        calls.capacity_waiters += 1;
+                        waiting.counted = true;
+                    }
+                }
+            }
+            match registered.take() {
+                Some(notified) => notified.await,
+                None => registered = Some(self.capacity.notified()),
+            }
+        };
+        // Alone on the connection, a call is written at once, inline; with
+        // other calls in flight, their callers are about to send too (woken
+        // by one read, most likely), so the call is queued for the writer
+        // task's next batch: one write for them all.
+        let mut handle = Arc::clone(self).handle(id);
+        let head = call_head(id, end_stream, timeout, metadata);
+        match self.out.send_hinted(Open { path, head, msg }, alone).await {
+            Ok(()) => {
+                handle.sent = true;
+                Ok(handle)
+            }
+            Err(e) if e.kind() == conn::ErrorKind::Encode => {
+                Err(Status::resource_exhausted(format!("request not sent: {e}")))
+            }
+            Err(_) => Err(self.broken_status()),
+        }
+    }
+
+    /// Opens a unary call without waiting: registers it with `waker` and
+    /// queues its CALL frame, or says why not.
+    pub(super) fn try_open_unary<M: prost::Message>(
+        self: Arc<Self>,
+        path: &str,
+        msg: &M,
+        metadata: Metadata,
+        timeout: Option<Duration>,
+        waker: &Waker,
+    ) -> Result<CallHandle, NotOpened> {
+        let metadata = self.intercept(path, metadata).map_err(NotOpened::Failed)?;
+        // As in `open`: a lone call is written inline, one among others is
+        // queued for the writer task's next batch.
+        let (id, alone) = {
+            let mut calls = self.calls.lock();
+            match calls.open(CallKind::Unary(Some(waker.clone())), true) {
+                Ok(opened) => {
+                    self.publish(&calls);
+                    opened
+                }
+                Err(Refused::Broken(s)) => return Err(NotOpened::Failed(s)),
+                Err(Refused::Full) => return Err(NotOpened::Later(metadata)),
+            }
+        };
+        // The handle takes over the caller's reference to the connection
+        // (a reference count is a line every caller's thread shares).
+        let mut handle = self.handle(id);
+        let head = call_head(id, true, timeout, metadata);
+        let open = Open {
+            path,
+            head,
+            msg: Some(msg),
+        };
+        match handle.conn.out.try_push(open, alone) {
+            Ok(()) => {
+                handle.sent = true;
+                Ok(handle)
+            }
+            // Dropping the unsent handle frees the entry.
+            Err(conn::TrySendError::Full(open)) => {
+                Err(NotOpened::Later(open.head.metadata.unwrap_or_default()))
+            }
+            Err(conn::TrySendError::Encode(e)) => Err(NotOpened::Failed(
+                Status::resource_exhausted(format!("request not sent: {e}")),
+            )),
+            Err(conn::TrySendError::Closed(_)) => {
+                let status = handle.conn.broken_status();
+                drop(handle);
+                Err(NotOpened::Failed(status))
+            }
+        }
+    }
+
+    /// The caller's handle on call `id`, not yet sent.
+    fn handle(self: Arc<Self>, id: CallId) -> CallHandle {
+        CallHandle {
+            conn: self,
+            id,
+            sent: false,
+            done: false,
+            freed: false,
+        }
+    }
+
+    pub(super) fn broken_status(&self) -> Status {
+        self.calls
+            .lock()
+            .broken()
+            .cloned()
+            .unwrap_or_else(|| Status::unavailable("connection closed"))
+    }
+
+    /// Polls a unary call; when it returns `Ready` the call's entry is
+    /// gone (set [`CallHandle::freed`]).
+    pub(super) fn poll_unary(
+        &self,
+        id: CallId,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Answer, Status>> {
+        let mut calls = self.calls.lock();
+        let outcome = calls.poll_unary(id, cx);
+        if outcome.is_ready() {
+            self.publish(&calls);
+            if calls.capacity_waiters > 0 {
+                self.capacity.notify_one();
+            }
+        }
+        outcome
+    }
+
+    /// The caller is done with call `id`, finished or not.
+    fn release(&self, id: CallId, sent: bool, code: Code) {
+        let mut fx = Effects::default();
+        let mut calls = self.calls.lock();
+        calls.release(id, sent, code, &mut fx);
+        self.apply(calls, &mut fx);
+    }
+
+    /// Ends our direction of call `id`; whether the server's has ended too.
+    pub(super) fn half_close(&self, id: CallId) -> bool {
+        let mut fx = Effects::default();
+        let mut calls = self.calls.lock();
+        let server_done = calls.half_close(id, &mut fx);
+        self.apply(calls, &mut fx);
+        server_done
+    }
+
+    /// The connection is gone: fails every call with `why`.
+    pub(super) fn fail_all(&self, why: &Status) {
+        let mut fx = Effects::default();
+        let mut calls = self.calls.lock();
+        calls.fail_all(why, &mut fx);
+        self.apply(calls, &mut fx);
+        self.capacity.notify_waiters();
+    }
+}
+
+/// A CALL frame's fields (the method is filled in by the encoder).
+fn call_head(id: CallId, end_stream: bool, timeout: Option<Duration>, metadata: Metadata) -> Call {
+    Call {
+        call: id,
+        method: 0,
+        end_stream,
+        timeout_micros: timeout.map(|t| t.as_micros().min(u128::from(u64::MAX)) as u64),
+        metadata: (!metadata.is_empty()).then_some(metadata),
+        message: None,
+    }
+}
+
+/// A caller counted in `Calls::capacity_waiters`; uncounts itself if the
+/// wait is abandoned.
+struct CapacityWaiter<'a> {
+    conn: &'a ClientConn,
+    counted: bool,
+}
+
+impl Drop for CapacityWaiter<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.conn.calls.lock().capacity_waiters -= 1;
+        }
+    }
+}
+
+/// The caller's hold on a call; dropping it before the call finished
+/// cancels the call on the server.
+pub(super) struct CallHandle {
+    pub(super) conn: Arc<ClientConn>,
+    pub(super) id: CallId,
+    sent: bool,
+    /// The call ended as far as the caller cares: a drop sends no CANCEL
+    /// with an error code.
+    pub(super) done: bool,
+    /// The entry is already gone (a unary call that completed).
+    pub(super) freed: bool,
+}
+
+impl CallHandle {
+    /// The call completed and its entry is gone.
+    pub(super) fn completed(&mut self) {
+        (self.done, self.freed) = (true, true);
+    }
+}
+
+impl Drop for CallHandle {
+    fn drop(&mut self) {
+        if self.freed {
+            return;
+        }
+        let code = if self.done { Code::Ok } else { Code::Cancelled };
+        self.conn.release(self.id, self.sent, code);
+    }
+}

@@ -1,0 +1,181 @@
+//! A channel's connections: `pool_size` slots, each holding a connection
+//! or the backoff state of the next attempt to make one. Calls go to the
+//! least loaded usable connection; a slot is connected by the first call
+//! that needs it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use tokio::time::Instant;
+
+use super::super::Status;
+use super::builder::ChannelConfig;
+use super::conn::ClientConn;
+use super::reader;
+
+/// The connections of one channel.
+pub(super) struct Pool {
+    pub(super) config: ChannelConfig,
+    slots: Vec<Slot>,
+}
+
+struct Slot {
+    conn: RwLock<Option<Arc<ClientConn>>>,
+    connecting: tokio::sync::Mutex<Backoff>,
+}
+
+/// When a slot may next try to connect.
+#[derive(Default)]
+struct Backoff {
+    failures: u32,
+    next_attempt: Option<Instant>,
+    seed: u64,
+}
+
+impl Backoff {
+    fn failed(&mut self, base: Duration, max: Duration) {
+        let exp = base.saturating_mul(1u32 << self.failures.min(20));
+        let delay = exp.min(max);
+        // xorshift: jitter needs spread, not cryptographic quality.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let factor = 0.8 + (self.seed % 1000) as f64 / 2500.0;
+        self.next_attempt = Some(Instant::now() + delay.mul_f64(factor));
+        self.failures += 1;
+    }
+}
+
+impl Pool {
+    pub(super) fn new(config: ChannelConfig) -> Pool {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
+            | 1;
+        let slots = (0..config.pool_size.max(1))
+            .map(|i| Slot {
+                conn: RwLock::new(None),
+                connecting: tokio::sync::Mutex::new(Backoff {
+                    seed: seed.wrapping_mul(i as u64 + 1),
+                    ..Backoff::default()
+                }),
+            })
+            .collect();
+        Pool { config, slots }
+    }
+
+    /// A connection to use now, without waiting: the least loaded, or an
+    /// idle one. `None` while a slot is still to be connected (the general
+    /// path connects it).
+    pub(super) fn ready_connection(&self) -> Option<Arc<ClientConn>> {
+        if let [slot] = self.slots.as_slice() {
+            return slot.conn.read().as_ref().filter(|c| c.usable()).cloned();
+        }
+        match self.survey() {
+            (Some((0, c)), _) => Some(c),
+            (best, empty) if empty.is_empty() => best.map(|(_, c)| c),
+            _ => None,
+        }
+    }
+
+    /// The pool as it is: its least loaded usable connection (with its
+    /// load), and the slots without one.
+    fn survey(&self) -> (Option<(usize, Arc<ClientConn>)>, Vec<usize>) {
+        let mut best: Option<(usize, Arc<ClientConn>)> = None;
+        let mut empty = Vec::new();
+        for (i, slot) in self.slots.iter().enumerate() {
+            match slot.conn.read().as_ref() {
+                Some(c) if c.usable() => {
+                    let load = c.in_flight.load(Ordering::Relaxed);
+                    if best.as_ref().is_none_or(|(l, _)| load < *l) {
+                        best = Some((load, c.clone()));
+                    }
+                }
+                _ => empty.push(i),
+            }
+        }
+        (best, empty)
+    }
+
+    /// The least loaded usable connection, connecting if needed.
+    ///
+    /// An idle connection is used as is. Otherwise an empty slot is
+    /// connected, by the first caller to claim it: callers that find a slot
+    /// already connecting move on to the next one, so that a burst of first
+    /// calls opens the pool rather than queueing on one connection.
+    pub(super) async fn connection(&self) -> Result<Arc<ClientConn>, Status> {
+        let (best, empty) = self.survey();
+        if let Some((0, c)) = best {
+            return Ok(c);
+        }
+        // Connecting is rare and its future large (TCP, TLS): boxed, so
+        // that every call's future does not carry its state.
+        for &i in &empty {
+            if let Ok(backoff) = self.slots[i].connecting.try_lock() {
+                return Box::pin(self.connect_slot(i, backoff)).await;
+            }
+        }
+        match (best, empty.first()) {
+            (Some((_, c)), _) => Ok(c),
+            // Every empty slot is being connected by someone: wait for one.
+            (None, Some(&i)) => {
+                Box::pin(async {
+                    let backoff = self.slots[i].connecting.lock().await;
+                    self.connect_slot(i, backoff).await
+                })
+                .await
+            }
+            (None, None) => Err(Status::unavailable("no connection")),
+        }
+    }
+
+    async fn connect_slot(
+        &self,
+        i: usize,
+        mut backoff: tokio::sync::MutexGuard<'_, Backoff>,
+    ) -> Result<Arc<ClientConn>, Status> {
+        let slot = &self.slots[i];
+        let cfg = &self.config;
+        if let Some(c) = slot.conn.read().as_ref().filter(|c| c.usable()) {
+            return Ok(c.clone());
+        }
+        if let Some(at) = backoff.next_attempt {
+            if Instant::now() < at {
+                return Err(Status::unavailable(format!(
+                    "{}: connection lost, next attempt in {:?}",
+                    cfg.target,
+                    at - Instant::now()
+                )));
+            }
+        }
+        let publish_load = self.slots.len() > 1;
+        let attempt =
+            tokio::time::timeout(cfg.connect_timeout, reader::connect(cfg, publish_load)).await;
+        match attempt {
+            Ok(Ok(conn)) => {
+                *backoff = Backoff {
+                    seed: backoff.seed,
+                    ..Backoff::default()
+                };
+                *slot.conn.write() = Some(conn.clone());
+                Ok(conn)
+            }
+            Ok(Err(e)) => {
+                backoff.failed(cfg.backoff_base, cfg.backoff_max);
+                Err(Status::unavailable(format!(
+                    "connecting to {}: {e}",
+                    cfg.target
+                )))
+            }
+            Err(_) => {
+                backoff.failed(cfg.backoff_base, cfg.backoff_max);
+                Err(Status::unavailable(format!(
+                    "connecting to {}: timed out",
+                    cfg.target
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Opening a client connection and its reader task: the handshake (the
+//! connection is ready once the server's SETTINGS are in), then the
+//! server's frames routed to their calls a run at a time, and keepalive.
+
+use std::io;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tram_wire::Frame;
+
+use super::super::Status;
+use super::super::codec::{Received, RunDecoder};
+use super::super::protocol::{self, Control, ProtocolError};
+use super::super::timers::{Keepalive, TimerEvent, Timers};
+use super::super::transport::{self, BoxRead};
+use super::builder::ChannelConfig;
+use super::calls::Effects;
+use super::conn::ClientConn;
+use crate::conn::{self, Inbound};
+
+/// Frames (or runs of one stream's plain messages, each counted once)
+/// decoded ahead of taking the call table's lock, at most. Short enough
+/// that the callers of a run are woken (and, on another worker, run) while
+/// the reader handles the next, and that callers opening calls are not
+/// held off for long; long enough to amortise the lock.
+const READ_RUN: usize = 32;
+
+/// Opens one connection: transport, handshake, reader task. Returns once
+/// the server's SETTINGS have arrived.
+pub(super) async fn connect(
+    config: &ChannelConfig,
+    publish_load: bool,
+) -> io::Result<Arc<ClientConn>> {
+    let halves = match &config.connector {
+        Some(connect) => connect().await?,
+        None => {
+            let stream = conn::connect(config.target.as_str(), &config.tcp).await?;
+            transport::client(stream, &config.target, config.tls.as_ref()).await?
+        }
+    };
+    let (mut inbound, out) =
+        transport::open(halves, config.settings, config.conn).map_err(io::Error::other)?;
+    let conn = Arc::new(ClientConn::new(
+        out,
+        config.settings.initial_credit,
+        publish_load,
+        config.wait_for_capacity,
+        config.interceptor.clone(),
+    ));
+    // The connection is ready once the server's SETTINGS are in: until
+    // then its limits (the largest frame above all) are unknown, and a
+    // large first message would be refused.
+    let (settled_tx, settled) = oneshot::channel::<Result<(), Status>>();
+    let reader = conn.clone();
+    let keepalive = config.keepalive;
+    tokio::spawn(async move {
+        let mut settled_tx = Some(settled_tx);
+        let why = read_loop(&reader, &mut inbound, keepalive, &mut settled_tx).await;
+        if let Some(tx) = settled_tx {
+            // Failed before the handshake finished: say why.
+            let _ = tx.send(Err(why.clone()));
+        }
+        reader.fail_all(&why);
+        // Nothing more is read, so nothing more is sent: the GOAWAY
+        // (if any) goes out, then the connection closes, rather than
+        // lingering open until the pool replaces it.
+        reader.out.close();
+    });
+    match settled.await {
+        Ok(Ok(())) => Ok(conn),
+        Ok(Err(why)) => Err(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            why.message().to_owned(),
+        )),
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "closed before the server's SETTINGS arrived",
+        )),
+    }
+}
+
+/// Reads until the connection ends; the status its calls fail with.
+async fn read_loop(
+    conn: &ClientConn,
+    inbound: &mut Inbound<BoxRead, RunDecoder>,
+    keepalive: Option<Keepalive>,
+    settled_tx: &mut Option<oneshot::Sender<Result<(), Status>>>,
+) -> Status {
+    let mut settled = false;
+    let mut fx = Effects::default();
+    let mut batch = Vec::new();
+    // Keepalive: the timer is only looked at when it fires; frames just
+    // move the last receive time (a clock read per read, no timer reset).
+    let mut timers = Timers::new(Instant::now(), None, None, keepalive);
+    let first = keepalive.map_or(Duration::from_secs(3600), |k| k.interval);
+    let mut timer = pin!(tokio::time::sleep(first));
+    loop {
+        let received = tokio::select! {
+            biased;
+            f = inbound.recv() => f,
+            () = &mut timer, if keepalive.is_some() => {
+                match timers.check(Instant::now(), true) {
+                    TimerEvent::Next(at) => timer.as_mut().reset(at),
+                    TimerEvent::Ping(payload, at) => {
+                        let ping = tram_wire::Ping { ack: false, payload };
+                        let _ = conn.out.force_send(Frame::Ping(ping));
+                        timer.as_mut().reset(at);
+                    }
+                    TimerEvent::Expired(_) | TimerEvent::Idle => {
+                        return Status::unavailable("keepalive ping unanswered: server unreachable");
+                    }
+                }
+                continue;
+            }
+        };
+        if keepalive.is_some() {
+            timers.received(Instant::now());
+        }
+        let first = match received {
+            Some(Ok(f)) => f,
+            Some(Err(e)) if e.kind() == conn::ErrorKind::Decode => {
+                return violation(
+                    conn,
+                    ProtocolError::new(format!("bad frame from server: {e}")),
+                );
+            }
+            Some(Err(e)) => return Status::unavailable(format!("connection lost: {e}")),
+            None => return Status::unavailable("connection closed by the server"),
+        };
+        if !settled {
+            let settings = match first {
+                Received::Frame(f) => protocol::control(false, f, &conn.out),
+                Received::Run(_) => Err(protocol::not_settings()),
+            };
+            match settings {
+                Ok(Control::Settled(s)) => {
+                    conn.calls.lock().settled(s);
+                    conn.capacity.notify_waiters();
+                    settled = true;
+                    if let Some(tx) = settled_tx.take() {
+                        let _ = tx.send(Ok(()));
+                    }
+                }
+                Ok(_) => return violation(conn, protocol::not_settings()),
+                Err(e) => return violation(conn, e),
+            }
+            continue;
+        }
+        // The frames this read brought in are decoded a run at a time
+        // (at most `READ_RUN`, which bounds the run's buffer), then
+        // handled under one short lock: decoding under it would hold
+        // off the callers on other threads for the whole run.
+        let mut failed = None;
+        batch.push(first);
+        while !batch.is_empty() {
+            while failed.is_none() && batch.len() < READ_RUN {
+                match inbound.try_recv() {
+                    Some(Ok(f)) => batch.push(f),
+                    // Reported once the frames before it are handled.
+                    Some(Err(e)) => failed = Some(e),
+                    None => break,
+                }
+            }
+            let full = batch.len() == READ_RUN;
+            let mut broken = None;
+            {
+                let mut calls = conn.calls.lock();
+                for received in batch.drain(..) {
+                    let handled = match received {
+                        Received::Frame(f) if !protocol::is_control(&f) => calls.frame(f, &mut fx),
+                        Received::Frame(f) => match protocol::control(true, f, &conn.out) {
+                            Ok(Control::Other(f)) => calls.frame(f, &mut fx),
+                            Ok(_) => Ok(()),
+                            Err(e) => Err(e),
+                        },
+                        Received::Run(run) => calls.run(run),
+                    };
+                    if let Err(e) = handled {
+                        broken = Some(e);
+                        break;
+                    }
+                }
+                conn.apply(calls, &mut fx);
+            }
+            if let Some(e) = broken {
+                return violation(conn, e);
+            }
+            if full && failed.is_none() {
+                // More may be buffered: start the next run with it.
+                match inbound.try_recv() {
+                    Some(Ok(f)) => batch.push(f),
+                    Some(Err(e)) => failed = Some(e),
+                    None => {}
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return violation(
+                conn,
+                ProtocolError::new(format!("bad frame from server: {e}")),
+            );
+        }
+    }
+}
+
+/// Closes the connection for the server's protocol error: GOAWAY, and the
+/// status the calls fail with.
+fn violation(conn: &ClientConn, e: ProtocolError) -> Status {
+    tracing::info!("closing connection: {}", e.message);
+    e.go_away(&conn.out, 0);
+    Status::internal(format!("protocol error: {}", e.message))
+}

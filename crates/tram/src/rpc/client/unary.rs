@@ -1,0 +1,312 @@
+//! Unary calls: [`UnaryCall`], whose common case (a connected channel with
+//! room) registers and queues the call on its first poll and completes on
+//! the next; the general path (connecting, waiting for capacity or queue
+//! room, retries), boxed; and batches of calls from one task.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tram_wire::{Code, Metadata};
+
+use super::super::unary::{self as answer};
+use super::super::{Request, Response, Status, deadline};
+use super::Channel;
+use super::conn::{CallHandle, NotOpened};
+
+/// The future of [`Channel::unary`].
+///
+/// Written by hand rather than as an `async fn`, so that the common case
+/// (a connected channel with room) is one small state: the call is
+/// registered and queued on the first poll and completed on the next, with
+/// no nested futures to build and move. Everything else runs on the
+/// general path, boxed.
+#[must_use = "futures do nothing unless polled"]
+pub struct UnaryCall<'a, Req, Resp> {
+    channel: &'a Channel,
+    path: &'a str,
+    state: UnaryState<'a, Req, Resp>,
+}
+
+type BoxedCall<'a, Resp> =
+    Pin<Box<dyn Future<Output = Result<Response<Resp>, Status>> + Send + 'a>>;
+
+enum UnaryState<'a, Req, Resp> {
+    /// Not polled yet.
+    Start(Request<Req>),
+    /// Sent: waiting for the response, and for the deadline if any.
+    Waiting {
+        call: CallHandle,
+        deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+        /// Just sent: the waker is registered with the call already.
+        first: bool,
+    },
+    /// The general path.
+    Slow(BoxedCall<'a, Resp>),
+    Done,
+}
+
+// Nothing inside is pinned in place: the request is only ever moved, and
+// the futures are boxed.
+impl<Req, Resp> Unpin for UnaryCall<'_, Req, Resp> {}
+
+impl<'a, Req, Resp> UnaryCall<'a, Req, Resp>
+where
+    Req: prost::Message + 'a,
+    Resp: prost::Message + Default + 'a,
+{
+    pub(super) fn new(channel: &'a Channel, path: &'a str, request: Request<Req>) -> Self {
+        UnaryCall {
+            channel,
+            path,
+            state: UnaryState::Start(request),
+        }
+    }
+}
+
+impl<'a, Req, Resp> Future for UnaryCall<'a, Req, Resp>
+where
+    Req: prost::Message + 'a,
+    Resp: prost::Message + Default + 'a,
+{
+    type Output = Result<Response<Resp>, Status>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                UnaryState::Start(_) => {
+                    let UnaryState::Start(request) =
+                        std::mem::replace(&mut this.state, UnaryState::Done)
+                    else {
+                        unreachable!("matched Start above")
+                    };
+                    this.state = start(this.channel, this.path, request, cx);
+                }
+                UnaryState::Waiting {
+                    call,
+                    deadline,
+                    first,
+                } => {
+                    if !std::mem::take(first) {
+                        if let Poll::Ready(outcome) = call.conn.poll_unary(call.id, cx) {
+                            call.completed();
+                            this.state = UnaryState::Done;
+                            return Poll::Ready(answer::decode(outcome));
+                        }
+                    }
+                    if let Some(sleep) = deadline {
+                        if sleep.as_mut().poll(cx).is_ready() {
+                            // Dropping the handle cancels the call.
+                            this.state = UnaryState::Done;
+                            return Poll::Ready(Err(deadline::exceeded()));
+                        }
+                    }
+                    return Poll::Pending;
+                }
+                UnaryState::Slow(fut) => {
+                    let outcome = std::task::ready!(fut.as_mut().poll(cx));
+                    this.state = UnaryState::Done;
+                    return Poll::Ready(outcome);
+                }
+                UnaryState::Done => panic!("UnaryCall polled after completion"),
+            }
+        }
+    }
+}
+
+impl<Req, Resp> std::fmt::Debug for UnaryCall<'_, Req, Resp> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnaryCall")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The first poll of a unary call: on a connected channel with room,
+/// registers the call (with the caller's waker) and queues its CALL frame
+/// without awaiting anything. Anything else goes to the general path.
+fn start<'a, Req, Resp>(
+    channel: &'a Channel,
+    path: &'a str,
+    request: Request<Req>,
+    cx: &mut Context<'_>,
+) -> UnaryState<'a, Req, Resp>
+where
+    Req: prost::Message + 'a,
+    Resp: prost::Message + Default + 'a,
+{
+    let pool = &channel.pool;
+    let retry = request.is_idempotent() && pool.config.retries > 0;
+    let conn = match pool.ready_connection() {
+        Some(conn) if !retry => conn,
+        _ => return UnaryState::Slow(Box::pin(slow(channel, path, request))),
+    };
+    let (msg, metadata, timeout) = request.into_parts();
+    // The deadline runs from here, before anything is sent.
+    let sleep = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
+    match conn.try_open_unary(path, &msg, metadata, timeout, cx.waker()) {
+        Ok(call) => UnaryState::Waiting {
+            call,
+            deadline: sleep,
+            first: true,
+        },
+        Err(NotOpened::Failed(status)) => UnaryState::Slow(Box::pin(async move { Err(status) })),
+        Err(NotOpened::Later(metadata)) => {
+            let attempt = async move {
+                let at = deadline::after(timeout);
+                deadline::within(at, once(channel, path, &msg, metadata, timeout, true)).await
+            };
+            UnaryState::Slow(Box::pin(attempt))
+        }
+    }
+}
+
+/// A unary call on the general path: waits for a connection and for room,
+/// and retries idempotent calls.
+async fn slow<Req, Resp>(
+    channel: &Channel,
+    path: &str,
+    request: Request<Req>,
+) -> Result<Response<Resp>, Status>
+where
+    Req: prost::Message,
+    Resp: prost::Message + Default,
+{
+    let idempotent = request.is_idempotent();
+    let (msg, metadata, timeout) = request.into_parts();
+    let at = deadline::after(timeout);
+    let cfg = &channel.pool.config;
+    let mut attempt = 0;
+    loop {
+        let left = deadline::left(at);
+        let outcome =
+            deadline::within(at, once(channel, path, &msg, metadata.clone(), left, false));
+        match outcome.await {
+            Err(s)
+                if idempotent
+                    && attempt < cfg.retries
+                    && s.code() == Code::Unavailable
+                    && !s.is_remote() =>
+            {
+                // Wait out the reconnection backoff (with its jitter).
+                let delay = cfg
+                    .backoff_base
+                    .saturating_mul(1 << attempt.min(16))
+                    .min(cfg.backoff_max)
+                    .mul_f64(1.25);
+                attempt += 1;
+                if at.is_some_and(|d| Instant::now() + delay >= d) {
+                    return Err(Status::deadline_exceeded(format!(
+                        "deadline exceeded after {attempt} attempts: {s}"
+                    )));
+                }
+                tokio::time::sleep(delay).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// One attempt; `intercepted`: the metadata has been through the client
+/// interceptor already.
+async fn once<Req, Resp>(
+    channel: &Channel,
+    path: &str,
+    msg: &Req,
+    metadata: Metadata,
+    timeout: Option<Duration>,
+    intercepted: bool,
+) -> Result<Response<Resp>, Status>
+where
+    Req: prost::Message,
+    Resp: prost::Message + Default,
+{
+    let conn = channel.pool.connection().await?;
+    let metadata = if intercepted {
+        metadata
+    } else {
+        conn.intercept(path, metadata)?
+    };
+    let mut call = conn
+        .open(path, Some(msg), metadata, timeout, true, None)
+        .await?;
+    let outcome = std::future::poll_fn(|cx| conn.poll_unary(call.id, cx)).await;
+    call.completed();
+    answer::decode(outcome)
+}
+
+impl Channel {
+    /// Many unary calls from one task, without a task per call: every
+    /// request is sent as its own call, all in one write, and the results
+    /// come back in request order once all have completed.
+    ///
+    /// Each request's timeout travels to the server, which ends that call
+    /// with `DEADLINE_EXCEEDED`; for a local limit on the whole batch, wrap
+    /// this future in `tokio::time::timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future cancels every call of the batch still open.
+    pub async fn unary_batch<Req, Resp, I>(
+        &self,
+        path: &str,
+        requests: I,
+    ) -> Vec<Result<Response<Resp>, Status>>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+        I: IntoIterator<Item = Request<Req>>,
+    {
+        let conn = match self.pool.connection().await {
+            Ok(c) => c,
+            Err(s) => return requests.into_iter().map(|_| Err(s.clone())).collect(),
+        };
+        let mut calls = Vec::new();
+        {
+            // Queue every CALL, then write them together.
+            let _cork = conn.out.cork();
+            for request in requests {
+                let (msg, metadata, timeout) = request.into_parts();
+                let opened = match conn.intercept(path, metadata) {
+                    Ok(metadata) => {
+                        conn.open(path, Some(&msg), metadata, timeout, true, None)
+                            .await
+                    }
+                    Err(s) => Err(s),
+                };
+                calls.push(opened);
+            }
+        }
+        let mut results: Vec<Option<Result<Response<Resp>, Status>>> = calls
+            .iter_mut()
+            .map(|c| c.as_mut().err().map(|s| Err(s.clone())))
+            .collect();
+        std::future::poll_fn(|cx| {
+            let mut pending = false;
+            for (call, slot) in calls.iter_mut().zip(results.iter_mut()) {
+                let (Ok(call), None) = (call, &slot) else {
+                    continue;
+                };
+                match conn.poll_unary(call.id, cx) {
+                    Poll::Pending => pending = true,
+                    Poll::Ready(outcome) => {
+                        call.completed();
+                        *slot = Some(answer::decode(outcome));
+                    }
+                }
+            }
+            if pending {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Status::internal("call result missing"))))
+            .collect()
+    }
+}

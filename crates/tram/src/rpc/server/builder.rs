@@ -1,0 +1,296 @@
+//! [`ServerBuilder`]: methods and settings, the one way to configure a
+//! server.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_core::Stream;
+use tram_wire::Settings;
+
+use super::super::intercept::{CallInfo, ServerInterceptor};
+use super::super::timers::Keepalive;
+use super::super::transport::ServerTls;
+use super::super::{Request, Response, Status, Streaming};
+use super::handler::{
+    IncomingCall, MethodKind, Route, request_stream, respond_one, respond_stream, single_request,
+};
+use super::{Routes, Server};
+use crate::conn::{self, TcpConfig};
+
+/// Builds a [`Server`] from methods, each registered under its full path
+/// `/package.Service/Method`, and its settings.
+pub struct ServerBuilder {
+    routes: HashMap<String, Arc<Route>>,
+    config: ServerConfig,
+}
+
+/// A set of methods registered together: what `tram-build` generates for
+/// each `.proto` service (`<Service>Server<T>`).
+pub trait Service {
+    /// Adds the service's methods to `builder`.
+    fn register(self, builder: ServerBuilder) -> ServerBuilder;
+}
+
+/// Limits and timeouts of a server, as its builder set them.
+#[derive(Debug, Clone)]
+pub(crate) struct ServerConfig {
+    pub(crate) settings: Settings,
+    pub(crate) max_connections: usize,
+    pub(crate) drain_timeout: Duration,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) keepalive: Option<Keepalive>,
+    pub(crate) interceptor: Option<ServerInterceptor>,
+    pub(crate) tls: Option<ServerTls>,
+    pub(crate) spawn_handlers: bool,
+    pub(crate) tcp: TcpConfig,
+    pub(crate) conn: conn::Config,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            settings: Settings::DEFAULT,
+            max_connections: 10_000,
+            drain_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Some(Duration::from_secs(300)),
+            keepalive: Some(Keepalive::default()),
+            interceptor: None,
+            tls: None,
+            spawn_handlers: false,
+            tcp: TcpConfig::default(),
+            conn: conn::Config::default(),
+        }
+    }
+}
+
+impl ServerBuilder {
+    pub(crate) fn new() -> ServerBuilder {
+        ServerBuilder {
+            routes: HashMap::new(),
+            config: ServerConfig::default(),
+        }
+    }
+
+    /// Adds every method of `service`.
+    pub fn add_service(self, service: impl Service) -> Self {
+        service.register(self)
+    }
+
+    /// Registers a unary method.
+    pub fn unary<Req, Resp, F, Fut>(self, path: &str, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + 'static,
+        F: Fn(Request<Req>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Response<Resp>, Status>> + Send + 'static,
+    {
+        self.route(path, MethodKind::Unary, move |call: IncomingCall| {
+            let fut = single_request(&call).map(&f);
+            respond_one(call, fut)
+        })
+    }
+
+    /// Registers a server-streaming method: the handler returns a stream of
+    /// responses.
+    pub fn server_streaming<Req, Resp, S, F, Fut>(self, path: &str, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + 'static,
+        S: Stream<Item = Result<Resp, Status>> + Send + 'static,
+        F: Fn(Request<Req>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
+    {
+        self.route(
+            path,
+            MethodKind::ServerStreaming,
+            move |call: IncomingCall| {
+                let fut = single_request(&call).map(&f);
+                respond_stream(call, fut)
+            },
+        )
+    }
+
+    /// Registers a client-streaming method: the handler reads a stream of
+    /// requests and returns one response.
+    pub fn client_streaming<Req, Resp, F, Fut>(self, path: &str, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + 'static,
+        F: Fn(Request<Streaming<Req>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Response<Resp>, Status>> + Send + 'static,
+    {
+        self.route(
+            path,
+            MethodKind::ClientStreaming,
+            move |call: IncomingCall| {
+                let fut = f(request_stream(&call));
+                respond_one(call, Ok(fut))
+            },
+        )
+    }
+
+    /// Registers a bidirectional-streaming method.
+    pub fn bidi_streaming<Req, Resp, S, F, Fut>(self, path: &str, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + 'static,
+        S: Stream<Item = Result<Resp, Status>> + Send + 'static,
+        F: Fn(Request<Streaming<Req>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
+    {
+        self.route(path, MethodKind::Bidi, move |call: IncomingCall| {
+            let fut = f(request_stream(&call));
+            respond_stream(call, Ok(fut))
+        })
+    }
+
+    fn route(
+        mut self,
+        path: &str,
+        kind: MethodKind,
+        handler: impl Fn(IncomingCall) -> super::super::exec::BoxFuture + Send + Sync + 'static,
+    ) -> Self {
+        self.routes.insert(
+            path.to_owned(),
+            Arc::new(Route {
+                name: path.into(),
+                kind,
+                handler: Box::new(handler),
+            }),
+        );
+        self
+    }
+
+    /// Most calls served at once per connection (default 1024), advertised
+    /// to clients; further calls get `RESOURCE_EXHAUSTED`.
+    pub fn max_concurrent_calls(mut self, n: u32) -> Self {
+        self.config.settings.max_concurrent_calls = n;
+        self
+    }
+
+    /// Messages a client may send on a stream before it is granted more
+    /// (default 64; at least 1).
+    pub fn initial_credit(mut self, n: u32) -> Self {
+        self.config.settings.initial_credit = n.clamp(1, tram_wire::MAX_CREDIT);
+        self
+    }
+
+    /// Largest frame accepted, in bytes (default 4 MiB; 16 KiB ..= 1 GiB).
+    pub fn max_frame_size(mut self, n: u32) -> Self {
+        self.config.settings.max_frame_size =
+            n.clamp(tram_wire::MIN_MAX_FRAME_SIZE, tram_wire::MAX_MAX_FRAME_SIZE);
+        self
+    }
+
+    /// Largest request metadata block accepted, in bytes (default 16 KiB).
+    pub fn max_metadata_size(mut self, n: u32) -> Self {
+        self.config.settings.max_metadata_size = n;
+        self
+    }
+
+    /// Most connections served at once (default 10,000); more are closed
+    /// right after accept.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.config.max_connections = n;
+        self
+    }
+
+    /// How long a graceful shutdown waits for calls in flight (default 30 s).
+    pub fn drain_timeout(mut self, d: Duration) -> Self {
+        self.config.drain_timeout = d;
+        self
+    }
+
+    /// How long a new connection may take to send the preface and its
+    /// SETTINGS (default 10 s). Cuts off peers that connect and say
+    /// nothing, or trickle bytes (slowloris).
+    pub fn handshake_timeout(mut self, d: Duration) -> Self {
+        self.config.handshake_timeout = d;
+        self
+    }
+
+    /// Closes a connection (GOAWAY, no error) after this long with no call
+    /// open and no frame received (default 5 minutes; `None`: never).
+    pub fn idle_timeout(mut self, d: Option<Duration>) -> Self {
+        self.config.idle_timeout = d;
+        self
+    }
+
+    /// Keepalive pings to detect dead peers (default: after 30 s of
+    /// silence, answered within 10 s; `None`: off).
+    pub fn keepalive(mut self, k: Option<Keepalive>) -> Self {
+        self.config.keepalive = k;
+        self
+    }
+
+    /// Runs `f` as each call opens, before its handler: to authenticate
+    /// and authorise from the metadata and the peer's identity. An error
+    /// ends the call with that status (`UNAUTHENTICATED`,
+    /// `PERMISSION_DENIED`, ...) and the handler never runs.
+    pub fn interceptor(
+        mut self,
+        f: impl Fn(&CallInfo<'_>) -> Result<(), Status> + Send + Sync + 'static,
+    ) -> Self {
+        self.config.interceptor = Some(ServerInterceptor::new(f));
+        self
+    }
+
+    /// Serves TLS only (feature `tls`): every connection's handshake must
+    /// finish within the handshake timeout. For mutual TLS, build `config`
+    /// with a client certificate verifier; the client's chain then reaches
+    /// interceptors as [`CallInfo::peer_certificates`].
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: Arc<crate::tls::rustls::ServerConfig>) -> Self {
+        self.config.tls = Some(config);
+        self
+    }
+
+    /// Runs each handler as a task of its own instead of in its
+    /// connection's task (default off). For CPU-heavy handlers: they then
+    /// spread over the runtime's threads instead of holding up the
+    /// connection. Costs a task spawn per call. Cancelling a call still
+    /// stops its handler (the task is aborted).
+    pub fn spawn_handlers(mut self, on: bool) -> Self {
+        self.config.spawn_handlers = on;
+        self
+    }
+
+    /// Socket options for accepted connections.
+    pub fn tcp(mut self, tcp: TcpConfig) -> Self {
+        self.config.tcp = tcp;
+        self
+    }
+
+    /// Message-stream options of every connection (buffer sizes, the
+    /// outbound queue's bound).
+    pub fn connection(mut self, config: conn::Config) -> Self {
+        self.config.conn = config;
+        self
+    }
+
+    /// Every method path registered so far.
+    pub fn method_paths(&self) -> impl Iterator<Item = &str> {
+        self.routes.keys().map(String::as_str)
+    }
+
+    /// Finishes the server.
+    pub fn build(self) -> Server {
+        Server {
+            routes: Arc::new(Routes(self.routes)),
+            config: Arc::new(self.config),
+            gateway: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("methods", &self.routes.len())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,283 @@
+//! One connection's task on the server: reads frames, lets the call table
+//! decide, runs the handlers' futures itself (see `exec`), and keeps the
+//! timers. While it handles one turn of frames the outbound queue is
+//! corked, so all the answers that are ready go out in one write.
+
+use std::io;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tram_wire::{CallId, Frame, Reason};
+
+use super::super::codec::{Received, RpcEncoder, RunDecoder};
+use super::super::exec::{BoxFuture, Exec};
+use super::super::protocol::{self, Control, ProtocolError};
+use super::super::timers::{TimerEvent, Timers};
+use super::super::transport::{self, BoxRead, Halves};
+use super::Routes;
+use super::builder::ServerConfig;
+use super::calls::{Accepted, Effects, Peer, ServerCalls};
+use super::handler::{IncomingCall, Route};
+use crate::conn::{self, Inbound, Sender};
+
+/// Frames a connection's driver handles per turn. The answers to a turn's
+/// calls are written as it ends, so a short turn lets the client work on
+/// them while the server handles the next, for one write per turn at most.
+const TURN_FRAMES: usize = 64;
+
+/// Serves the RPC protocol over `halves` until the connection ends, the
+/// client breaks the protocol (GOAWAY with the reason), or `stop` asks for
+/// a graceful shutdown (GOAWAY, then the calls in flight finish).
+///
+/// # Errors
+///
+/// Only a failure to queue the opening SETTINGS.
+pub(crate) async fn serve(
+    halves: Halves,
+    peer: Peer,
+    routes: Arc<Routes>,
+    config: Arc<ServerConfig>,
+    mut stop: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let settings = config.settings;
+    let (mut inbound, out) =
+        transport::open(halves, settings, config.conn).map_err(io::Error::other)?;
+    let addr = peer.addr;
+    let mut d = Driver {
+        calls: ServerCalls::new(
+            routes,
+            settings,
+            config.spawn_handlers,
+            config.interceptor.clone(),
+            peer,
+        ),
+        out,
+        exec: Exec::new(),
+        timers: Timers::new(
+            Instant::now(),
+            Some(config.handshake_timeout),
+            config.idle_timeout,
+            config.keepalive,
+        ),
+        spawn_handlers: config.spawn_handlers,
+    };
+    let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
+    // A persistent future, so that its wake-up registration survives polls.
+    let mut stopped = pin!(async move {
+        while !*stop.borrow_and_update() {
+            if stop.changed().await.is_err() {
+                // The server is gone without a signal: treat as a stop.
+                break;
+            }
+        }
+    });
+    let outcome = std::future::poll_fn(|cx| {
+        if !d.calls.is_going_away() && stopped.as_mut().poll(cx).is_ready() {
+            d.go_away(Reason::NO_ERROR, "server shutting down");
+        }
+        if let Poll::Ready(done) = d.poll(&mut inbound, cx) {
+            return Poll::Ready(done);
+        }
+        while timer.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            match d.timers.check(now, d.calls.peer_settings.is_some()) {
+                TimerEvent::Next(at) => timer.as_mut().reset(at),
+                TimerEvent::Ping(payload, at) => {
+                    let ping = tram_wire::Ping {
+                        ack: false,
+                        payload,
+                    };
+                    let _ = d.out.force_send(Frame::Ping(ping));
+                    timer.as_mut().reset(at);
+                }
+                TimerEvent::Idle => {
+                    tracing::debug!(peer = %addr, "closing idle connection");
+                    d.go_away(Reason::NO_ERROR, "idle");
+                    if d.calls.is_empty() {
+                        return Poll::Ready(Ok(()));
+                    }
+                    timer.as_mut().reset(now + Duration::from_secs(3600));
+                }
+                TimerEvent::Expired(why) => {
+                    return Poll::Ready(Err(ProtocolError::with_reason(Reason::TIMEOUT, why)));
+                }
+            }
+        }
+        Poll::Pending
+    })
+    .await;
+    d.exec.clear();
+    d.calls.close_all();
+    if let Err(e) = outcome {
+        tracing::info!(peer = %addr, reason = %e.reason, "closing connection: {}", e.message);
+        if let Some(goaway) = d.calls.fail(&e) {
+            let _ = d.out.force_send(goaway);
+        }
+    }
+    Ok(())
+}
+
+struct Driver {
+    calls: ServerCalls,
+    out: Sender<RpcEncoder>,
+    exec: Exec<CallId>,
+    timers: Timers,
+    spawn_handlers: bool,
+}
+
+/// The driver's side of the call table's effects.
+struct Act<'a> {
+    out: &'a Sender<RpcEncoder>,
+    exec: &'a mut Exec<CallId>,
+    spawn_handlers: bool,
+}
+
+impl Effects for Act<'_> {
+    fn start(&mut self, route: &Route, a: Accepted) -> Option<usize> {
+        let call = a.call;
+        let incoming = IncomingCall {
+            call,
+            message: a.message,
+            metadata: a.metadata,
+            deadline: a.deadline,
+            out: self.out.clone(),
+            shared: a.shared,
+        };
+        let mut fut = (route.handler)(incoming);
+        if self.spawn_handlers {
+            fut = spawned(fut);
+        }
+        self.exec.spawn(fut, call)
+    }
+
+    fn send(&mut self, frame: Frame) {
+        let _ = self.out.force_send(frame);
+    }
+
+    fn cancel(&mut self, task: usize) {
+        self.exec.cancel(task);
+    }
+}
+
+impl Driver {
+    fn poll(
+        &mut self,
+        inbound: &mut Inbound<BoxRead, RunDecoder>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), ProtocolError>> {
+        let out = self.out.clone();
+        let _cork = out.cork();
+        // Frames first, a bounded number per turn so handlers get polled.
+        // Stopping at the bound leaves frames unread and no wake-up
+        // registered with the socket: the driver then wakes itself, and the
+        // writer sends the turn's answers meanwhile.
+        let mut more_frames = true;
+        let mut got = false;
+        for _ in 0..TURN_FRAMES {
+            match inbound.poll_recv(cx) {
+                Poll::Ready(Some(Ok(received))) => {
+                    got = true;
+                    self.received(received)?;
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    if e.kind() == conn::ErrorKind::Io || e.kind() == conn::ErrorKind::Truncated {
+                        return Poll::Ready(Ok(()));
+                    }
+                    let reason = match e.downcast_ref::<tram_wire::Error>() {
+                        Some(w) => w.reason(),
+                        None => Reason::PROTOCOL_ERROR,
+                    };
+                    return Poll::Ready(Err(ProtocolError::with_reason(reason, e.to_string())));
+                }
+                // The client closed: nothing more can be answered usefully.
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Pending => {
+                    more_frames = false;
+                    break;
+                }
+            }
+        }
+        let calls = &mut self.calls;
+        self.exec.poll_ready(cx, |call| calls.finished(call));
+        if self.calls.is_going_away() && self.calls.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        if got || self.timers.is_idle() != self.calls.is_empty() {
+            let now = Instant::now();
+            if got {
+                self.timers.received(now);
+            }
+            self.timers.busy(!self.calls.is_empty(), now);
+        }
+        if more_frames {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+
+    fn go_away(&mut self, reason: Reason, message: &str) {
+        if let Some(goaway) = self.calls.go_away(reason, message) {
+            let _ = self.out.force_send(goaway);
+        }
+    }
+
+    fn received(&mut self, received: Received) -> Result<(), ProtocolError> {
+        let settled = self.calls.peer_settings.is_some();
+        match received {
+            Received::Run(run) if settled => self.calls.run(run),
+            Received::Run(_) => Err(protocol::not_settings()),
+            // Calls and their messages, the bulk of the traffic, go
+            // straight to the call table.
+            Received::Frame(frame) if settled && !protocol::is_control(&frame) => {
+                self.for_calls(frame)
+            }
+            Received::Frame(frame) => match protocol::control(settled, frame, &self.out)? {
+                Control::Settled(s) => {
+                    self.calls.peer_settings = Some(s);
+                    Ok(())
+                }
+                Control::Handled => Ok(()),
+                Control::Other(frame) => self.for_calls(frame),
+            },
+        }
+    }
+
+    /// A frame for the call table, which acts through the driver.
+    fn for_calls(&mut self, frame: Frame) -> Result<(), ProtocolError> {
+        let mut act = Act {
+            out: &self.out,
+            exec: &mut self.exec,
+            spawn_handlers: self.spawn_handlers,
+        };
+        self.calls.frame(frame, &mut act)
+    }
+}
+
+/// Runs `fut` as a task of its own; the returned future waits for it, and
+/// dropping it (a cancelled call) aborts the task.
+fn spawned(fut: BoxFuture) -> BoxFuture {
+    let task = AbortOnDrop(tokio::spawn(fut));
+    Box::pin(async move {
+        let _ = task.await;
+    })
+}
+
+/// A spawned handler's task, aborted if the call is cancelled (dropped).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Future for AbortOnDrop {
+    type Output = Result<(), tokio::task::JoinError>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
