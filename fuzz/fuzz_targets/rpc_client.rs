@@ -125,7 +125,7 @@ async fn workload(ch: Channel) {
     };
     let sink = async {
         let mut k = ch
-            .client_streaming::<Num, Num>(METHODS[3], Request::new(()))
+            .client_stream_sink::<Num, Num>(METHODS[3], Request::new(()))
             .await?;
         for n in 0..3 {
             k.send(Num { n }).await?;
@@ -134,7 +134,7 @@ async fn workload(ch: Channel) {
     };
     let bidi = async {
         let (mut tx, mut rx) = ch
-            .bidi_streaming::<Num, Num>(METHODS[4], Request::new(()))
+            .bidi_stream_sink::<Num, Num>(METHODS[4], Request::new(()))
             .await?;
         tx.send(Num { n: 1 }).await?;
         tx.close();

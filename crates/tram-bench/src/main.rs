@@ -3,26 +3,27 @@
 //!
 //! # Layout
 //!
-//! - `compare`: unary RPC echo, tram against tonic and protosocket-rpc and
-//!   a raw-TCP floor.
-//! - `rate`: open-loop unary load at fixed rates, latency from intended
-//!   send times; the highest rate each system holds at p99.9 < 1 ms / 5 ms.
-//! - `stream`: message-stream echo throughput (tram's `conn` layer against a
-//!   minimal hand-written tokio echo), and server streaming (tram RPC
-//!   against protosocket-rpc and a one-way floor).
-//! - `harness`: server child processes, CPU accounting, pinning, latency
-//!   recording, round statistics, result files; `chart`: SVG charts;
-//!   `ps`: protosocket-rpc's message type and service.
+//! Layered one way: this CLI → `bench` → {`systems`, `runner`, `report`}.
+//!
+//! - `bench`: the benchmarks. `compare`: closed-loop unary echo, tram
+//!   against tonic, protosocket-rpc, a raw-TCP floor and tram's gRPC
+//!   gateway; `rate`: open-loop unary load at fixed rates, latency from
+//!   intended send times, the highest rate each system holds at p99.9 <
+//!   1 ms / 5 ms; `stream`: message streams and server streaming.
+//! - `systems`: what is measured, named by `System`: each system's server
+//!   and clients.
+//! - `runner`: server child processes, pinning, CPU accounting, the
+//!   measuring window, and the loads every client runs under.
+//! - `report`: statistics over rounds, latency histograms, result files
+//!   and SVG charts.
 //!
 //! Every command writes its results as JSON (and `compare` and `rate` an
 //! SVG chart) under `--out` (default `target/tram-bench`).
 
-mod chart;
-mod compare;
-mod harness;
-mod ps;
-mod rate;
-mod stream;
+mod bench;
+mod report;
+mod runner;
+mod systems;
 
 use clap::{Parser, Subcommand};
 
@@ -39,24 +40,43 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Unary RPC echo: tram vs tonic vs protosocket-rpc vs a raw floor.
-    Compare(compare::Args),
+    Compare(bench::compare::Args),
     /// Open-loop unary load at a sweep of fixed rates: latency from each
     /// call's intended send time, highest rate under p99.9 < 1 ms / 5 ms.
-    Rate(rate::Args),
+    Rate(bench::rate::Args),
     /// Streaming over one loopback connection: messages per second.
-    Stream(stream::Args),
+    Stream(bench::stream::Args),
     /// (internal) Runs one system's server; prints its port, exits when
     /// stdin closes.
     #[command(hide = true)]
-    Serve(harness::ServeArgs),
+    Serve(ServeArgs),
+}
+
+/// Arguments of the hidden `serve` subcommand.
+#[derive(clap::Args, Debug, Clone)]
+struct ServeArgs {
+    /// Which kind of server.
+    #[arg(long, value_enum)]
+    workload: systems::Workload,
+    /// Which system.
+    #[arg(long, value_enum)]
+    system: systems::System,
+    /// Runtime worker threads.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Pin the process to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Compare(args) => compare::run(&args),
-        Command::Rate(args) => rate::run(&args),
-        Command::Stream(args) => stream::run(&args),
-        Command::Serve(args) => harness::serve(&args),
+        Command::Compare(args) => bench::compare::run(&args),
+        Command::Rate(args) => bench::rate::run(&args),
+        Command::Stream(args) => bench::stream::run(&args),
+        Command::Serve(a) => runner::serve_child(a.cpu, a.workers, |listener| {
+            systems::serve(a.workload, a.system, listener)
+        }),
     }
 }
 
@@ -102,7 +122,10 @@ mod tests {
         };
         assert_eq!(a.concurrency, vec![1, 8]);
         assert_eq!(a.payload, vec![16, 512, 16384]);
-        assert_eq!(a.systems, vec!["tram", "floor"]);
+        assert_eq!(
+            a.systems,
+            vec![systems::System::Tram, systems::System::Floor]
+        );
         assert_eq!((a.proc.workers, a.proc.pin), (1, true));
         assert_eq!(a.proc.client_workers, None);
         assert_eq!(a.proc.describe(), "1 worker per process, pinned");
@@ -123,6 +146,7 @@ mod tests {
         assert!(parse(&["compare", "--concurrency", "many"]).is_err());
         assert!(parse(&["rate", "--rates", "10k,fast"]).is_err());
         assert!(parse(&["frobnicate"]).is_err());
+        assert!(parse(&["compare", "--systems", "tram,grpc-java"]).is_err());
     }
 
     #[test]

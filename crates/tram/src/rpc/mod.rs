@@ -24,6 +24,8 @@
 //!   RPC protocol on them (preface and SETTINGS first).
 //! - `protocol`: the protocol error and its GOAWAY; SETTINGS, PING,
 //!   CREDIT and message-run handling.
+//! - `settings`: the setters both builders share (limits, keepalive,
+//!   socket and message-stream options).
 //! - `timers`: handshake, idle and keepalive timers ([`Keepalive`]).
 //! - `deadline`: a call's deadline.
 //! - `unary`: a single response collected from its frames.
@@ -40,6 +42,7 @@ mod intercept;
 mod message;
 mod protocol;
 pub(crate) mod server;
+mod settings;
 mod status;
 mod stream;
 mod timers;

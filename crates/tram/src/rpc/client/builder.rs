@@ -113,15 +113,6 @@ impl ChannelBuilder {
         self
     }
 
-    /// Keepalive pings on each connection (default: after 30 s without a
-    /// frame from the server, answered within 10 s; `None`: off). A
-    /// connection whose server stops answering fails its calls with
-    /// `UNAVAILABLE` and is replaced.
-    pub fn keepalive(mut self, k: Option<Keepalive>) -> Self {
-        self.config.keepalive = k;
-        self
-    }
-
     /// Runs `f` as each call opens, with the method's path and a builder
     /// holding the request's metadata, to add to it (a bearer token, a
     /// trace id) or refuse the call locally with a status.
@@ -151,46 +142,6 @@ impl ChannelBuilder {
         self
     }
 
-    /// Largest frame this client accepts, in bytes (default 4 MiB;
-    /// 16 KiB ..= 1 GiB): bounds every response message.
-    pub fn max_frame_size(mut self, n: u32) -> Self {
-        self.config.settings.max_frame_size =
-            n.clamp(tram_wire::MIN_MAX_FRAME_SIZE, tram_wire::MAX_MAX_FRAME_SIZE);
-        self
-    }
-
-    /// Largest response metadata (headers or trailers) accepted, in bytes
-    /// (default 16 KiB).
-    pub fn max_metadata_size(mut self, n: u32) -> Self {
-        self.config.settings.max_metadata_size = n;
-        self
-    }
-
-    /// Messages a server may send on a stream before this client grants
-    /// more (default 64; at least 1). The window grows for small messages.
-    pub fn initial_credit(mut self, n: u32) -> Self {
-        self.config.settings.initial_credit = n.clamp(1, tram_wire::MAX_CREDIT);
-        self
-    }
-
-    /// Socket options.
-    pub fn tcp(mut self, tcp: TcpConfig) -> Self {
-        self.config.tcp = tcp;
-        self
-    }
-
-    /// Message-stream options (buffer sizes, outbound bound, inline
-    /// writes). With [`conn::Config::inline_writes`] on (the default), a
-    /// caller alone on its connection writes its call itself: the lowest
-    /// latency for one call at a time. Calls made while others are in
-    /// flight are always queued for the connection's writer task, which
-    /// sends everything the callers runnable at that moment queued in one
-    /// write.
-    pub fn connection(mut self, config: conn::Config) -> Self {
-        self.config.conn = config;
-        self
-    }
-
     /// Opens connections with `connect` instead of by TCP to the target:
     /// over a Unix socket, an in-memory pipe to a
     /// [`Server::serve_connection`](crate::Server::serve_connection), a
@@ -209,6 +160,8 @@ impl ChannelBuilder {
         }));
         self
     }
+
+    super::super::settings::connection_setters!();
 
     /// The channel; it connects on its first call.
     pub fn build(self) -> Channel {

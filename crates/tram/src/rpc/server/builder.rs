@@ -172,26 +172,6 @@ impl ServerBuilder {
         self
     }
 
-    /// Messages a client may send on a stream before it is granted more
-    /// (default 64; at least 1).
-    pub fn initial_credit(mut self, n: u32) -> Self {
-        self.config.settings.initial_credit = n.clamp(1, tram_wire::MAX_CREDIT);
-        self
-    }
-
-    /// Largest frame accepted, in bytes (default 4 MiB; 16 KiB ..= 1 GiB).
-    pub fn max_frame_size(mut self, n: u32) -> Self {
-        self.config.settings.max_frame_size =
-            n.clamp(tram_wire::MIN_MAX_FRAME_SIZE, tram_wire::MAX_MAX_FRAME_SIZE);
-        self
-    }
-
-    /// Largest request metadata block accepted, in bytes (default 16 KiB).
-    pub fn max_metadata_size(mut self, n: u32) -> Self {
-        self.config.settings.max_metadata_size = n;
-        self
-    }
-
     /// Most connections served at once (default 10,000); more are closed
     /// right after accept.
     pub fn max_connections(mut self, n: usize) -> Self {
@@ -217,13 +197,6 @@ impl ServerBuilder {
     /// open and no frame received (default 5 minutes; `None`: never).
     pub fn idle_timeout(mut self, d: Option<Duration>) -> Self {
         self.config.idle_timeout = d;
-        self
-    }
-
-    /// Keepalive pings to detect dead peers (default: after 30 s of
-    /// silence, answered within 10 s; `None`: off).
-    pub fn keepalive(mut self, k: Option<Keepalive>) -> Self {
-        self.config.keepalive = k;
         self
     }
 
@@ -259,18 +232,7 @@ impl ServerBuilder {
         self
     }
 
-    /// Socket options for accepted connections.
-    pub fn tcp(mut self, tcp: TcpConfig) -> Self {
-        self.config.tcp = tcp;
-        self
-    }
-
-    /// Message-stream options of every connection (buffer sizes, the
-    /// outbound queue's bound).
-    pub fn connection(mut self, config: conn::Config) -> Self {
-        self.config.conn = config;
-        self
-    }
+    super::super::settings::connection_setters!();
 
     /// Every method path registered so far.
     pub fn method_paths(&self) -> impl Iterator<Item = &str> {

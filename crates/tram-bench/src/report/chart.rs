@@ -5,16 +5,17 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::compare;
-use crate::rate;
+use super::results::{CompareReport, RateReport};
+use super::si;
+use crate::systems::System;
 
 /// One colour per system, the same in every chart.
-fn colour(system: &str) -> RGBColor {
+fn colour(system: System) -> RGBColor {
     match system {
-        "tram" => RGBColor(0x1f, 0x77, 0xb4),
-        "tonic" => RGBColor(0xd6, 0x27, 0x28),
-        "protosocket" => RGBColor(0x2c, 0xa0, 0x2c),
-        "floor" => RGBColor(0x7f, 0x7f, 0x7f),
+        System::Tram => RGBColor(0x1f, 0x77, 0xb4),
+        System::Tonic => RGBColor(0xd6, 0x27, 0x28),
+        System::Protosocket => RGBColor(0x2c, 0xa0, 0x2c),
+        System::Floor | System::FloorPush => RGBColor(0x7f, 0x7f, 0x7f),
         _ => RGBColor(0x94, 0x67, 0xbd),
     }
 }
@@ -25,11 +26,11 @@ fn draw_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 
 /// Calls per second of every system at every setting, grouped by setting,
 /// on a log scale (the systems are orders of magnitude apart).
-pub(crate) fn compare(path: &Path, report: &compare::Report) -> anyhow::Result<()> {
+pub(crate) fn compare(path: &Path, report: &CompareReport) -> anyhow::Result<()> {
     let settings = &report.settings;
-    let systems: Vec<&str> = settings
+    let systems: Vec<System> = settings
         .first()
-        .map(|s| s.systems.iter().map(|r| r.system.as_str()).collect())
+        .map(|s| s.systems.iter().map(|r| r.system).collect())
         .unwrap_or_default();
     let top = settings
         .iter()
@@ -58,13 +59,13 @@ pub(crate) fn compare(path: &Path, report: &compare::Report) -> anyhow::Result<(
         .disable_x_mesh()
         .x_labels(0)
         .y_desc("calls/s")
-        .y_label_formatter(&|v| crate::harness::si(*v))
+        .y_label_formatter(&|v| si(*v))
         .draw()
         .map_err(draw_err)?;
     let n = systems.len().max(1) as f64;
     let bar = 0.8 / n;
     for (si, system) in systems.iter().enumerate() {
-        let c = colour(system);
+        let c = colour(*system);
         let bars = settings.iter().enumerate().filter_map(|(g, s)| {
             let r = s.systems.get(si)?;
             let x0 = g as f64 + 0.1 + si as f64 * bar;
@@ -76,7 +77,7 @@ pub(crate) fn compare(path: &Path, report: &compare::Report) -> anyhow::Result<(
         chart
             .draw_series(bars)
             .map_err(draw_err)?
-            .label(*system)
+            .label(system.name())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
         let whiskers = settings.iter().enumerate().filter_map(|(g, s)| {
             let r = s.systems.get(si)?;
@@ -105,7 +106,7 @@ pub(crate) fn compare(path: &Path, report: &compare::Report) -> anyhow::Result<(
 /// system and percentile (p99.9 solid, p50 thin), log scales; the 1 ms and
 /// 5 ms lines marked. A system's last point is where it fell behind its
 /// schedule (the sweep stops there), which is why its line shoots up.
-pub(crate) fn rate(path: &Path, report: &rate::Report) -> anyhow::Result<()> {
+pub(crate) fn rate(path: &Path, report: &RateReport) -> anyhow::Result<()> {
     let points = report.systems.iter().flat_map(|s| &s.steps);
     let (mut xmin, mut xmax, mut ymax) = (f64::MAX, 1e3f64, 10f64);
     for p in points {
@@ -132,7 +133,7 @@ pub(crate) fn rate(path: &Path, report: &rate::Report) -> anyhow::Result<()> {
         .configure_mesh()
         .x_desc("offered calls/s")
         .y_desc("latency")
-        .x_label_formatter(&|v| crate::harness::si(*v))
+        .x_label_formatter(&|v| si(*v))
         .y_label_formatter(&|v| micros(*v))
         .draw()
         .map_err(draw_err)?;
@@ -148,7 +149,7 @@ pub(crate) fn rate(path: &Path, report: &rate::Report) -> anyhow::Result<()> {
             .map_err(draw_err)?;
     }
     for s in &report.systems {
-        let c = colour(&s.system);
+        let c = colour(s.system);
         let p999: Vec<(f64, f64)> = s
             .steps
             .iter()

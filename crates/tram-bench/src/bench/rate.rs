@@ -18,7 +18,6 @@
 //! 1 ms and under 5 ms (the Momento criterion), and latency percentiles
 //! against achieved throughput on one SVG chart.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -27,22 +26,26 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::compare::pb::{self, EchoMessage};
-use crate::harness::{
-    Hist, Machine, Percentiles, ProcArgs, Server, Summary, client_runtime, new_hist, self_cpu, si,
-    write_json,
-};
-use crate::ps;
+use crate::report::results::{RateReport, Step, SystemSweep};
+use crate::report::{Machine, Percentiles, Summary, si, write_json};
+use crate::runner::latency::{Hist, new_hist};
+use crate::runner::{ProcArgs, Server, client_runtime, pid_cpu, self_cpu};
+use crate::systems::{self, System, UnaryClient, Workload};
 
-const SYSTEMS: [&str; 3] = ["tram", "tonic", "protosocket"];
-const PATH: &str = "/bench.Echo/Say";
+/// What `rate` runs.
+const SYSTEMS: [System; 3] = [System::Tram, System::Tonic, System::Protosocket];
 
 /// Options of `tram-bench rate`.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct Args {
     /// Systems to measure, interleaved at each rate.
-    #[arg(long, value_delimiter = ',', default_value = "tram,tonic,protosocket")]
-    pub(crate) systems: Vec<String>,
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "tram,tonic,protosocket"
+    )]
+    pub(crate) systems: Vec<System>,
     /// Offered rates in calls/s, swept in order (`k` and `M` suffixes).
     #[arg(
         long,
@@ -119,49 +122,6 @@ impl Schedule {
     }
 }
 
-/// One measured point.
-#[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct Step {
-    /// Offered calls/s.
-    pub(crate) rate: u64,
-    /// Calls/s completed inside the measuring window (median of rounds).
-    pub(crate) achieved: f64,
-    /// Latency from intended send time, all rounds merged.
-    pub(crate) latency: Percentiles,
-    /// p99.9 per round, µs.
-    pub(crate) p999_rounds_us: Vec<f64>,
-    pub(crate) client_cpu_us: Summary,
-    pub(crate) server_cpu_us: Summary,
-    /// Calls that failed, all rounds.
-    pub(crate) errors: u64,
-    /// Whether the system kept up: achieved at least 90% of the offered
-    /// rate and p99.9 under 100 ms, in the median round.
-    pub(crate) kept_up: bool,
-}
-
-/// One system's sweep.
-#[derive(Debug, serde::Serialize)]
-pub(crate) struct SystemSweep {
-    pub(crate) system: String,
-    pub(crate) steps: Vec<Step>,
-    /// Highest offered rate it kept up with at p99.9 under 1 ms / 5 ms.
-    pub(crate) max_rate_p999_under_1ms: Option<u64>,
-    pub(crate) max_rate_p999_under_5ms: Option<u64>,
-}
-
-/// The result file of `rate`.
-#[derive(Debug, serde::Serialize)]
-pub(crate) struct Report {
-    pub(crate) bench: &'static str,
-    pub(crate) command: String,
-    pub(crate) machine: Machine,
-    pub(crate) proc: ProcArgs,
-    pub(crate) payload: usize,
-    pub(crate) secs: f64,
-    pub(crate) rounds: usize,
-    pub(crate) systems: Vec<SystemSweep>,
-}
-
 /// What one round of one step saw.
 struct RoundResult {
     achieved: f64,
@@ -172,18 +132,14 @@ struct RoundResult {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    for s in &args.systems {
-        if !SYSTEMS.contains(&s.as_str()) {
-            bail!("unknown system {s:?}; known: {}", SYSTEMS.join(", "));
-        }
-    }
+    systems::check("rate", &args.systems, &SYSTEMS)?;
     if args.rates.is_empty() {
         bail!("no rates to sweep");
     }
     let servers = args
         .systems
         .iter()
-        .map(|s| Server::start("rate", s, &args.proc))
+        .map(|s| Server::start(Workload::Unary.name(), s.name(), &args.proc))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let rt = client_runtime(&args.proc)?;
     println!(
@@ -206,12 +162,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         }
         let mut rounds: Vec<Vec<RoundResult>> = args.systems.iter().map(|_| Vec::new()).collect();
         for _ in 0..args.rounds {
-            for (i, (system, server)) in args.systems.iter().zip(&servers).enumerate() {
+            for (i, (&system, server)) in args.systems.iter().zip(&servers).enumerate() {
                 if !alive[i] {
                     continue;
                 }
-                let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
-                let r = rt.block_on(step(system, addr, server, rate, args))?;
+                let r = rt.block_on(step(system, server, rate, args))?;
                 eprintln!(
                     "  {:>6}/s {system:>11}: achieved {:>6}/s  p50 {:>8.1} µs  p99.9 {:>9.1} µs  errors {}",
                     si(rate as f64),
@@ -238,15 +193,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .systems
         .iter()
         .zip(steps)
-        .map(|(system, steps)| SystemSweep {
-            system: system.clone(),
+        .map(|(&system, steps)| SystemSweep {
+            system,
             max_rate_p999_under_1ms: max_rate_under(&steps, 1_000.0),
             max_rate_p999_under_5ms: max_rate_under(&steps, 5_000.0),
             steps,
         })
         .collect();
     print_tables(&systems);
-    let report = Report {
+    let report = RateReport {
         bench: "rate",
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine: Machine::this(),
@@ -258,7 +213,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     };
     let json = write_json(&args.proc.out, "rate.json", &report)?;
     let svg = args.proc.out.join("rate.svg");
-    crate::chart::rate(&svg, &report)?;
+    crate::report::chart::rate(&svg, &report)?;
     println!("\nwrote {} and {}", json.display(), svg.display());
     Ok(())
 }
@@ -339,8 +294,8 @@ fn print_tables(systems: &[SystemSweep]) {
             fmt(s.max_rate_p999_under_5ms)
         );
     }
-    if let Some(tram) = systems.iter().find(|s| s.system == "tram") {
-        for other in systems.iter().filter(|s| s.system != "tram") {
+    if let Some(tram) = systems.iter().find(|s| s.system == System::Tram) {
+        for other in systems.iter().filter(|s| s.system != System::Tram) {
             for (name, a, b) in [
                 (
                     "1 ms",
@@ -365,81 +320,9 @@ fn print_tables(systems: &[SystemSweep]) {
     }
 }
 
-/// A connected client of one system.
-enum Client {
-    Tram(tram::rpc::Channel),
-    Tonic(pb::echo_client::EchoClient<tonic::transport::Channel>),
-    Protosocket(
-        protosocket_rpc::client::RpcClient<ps::Msg, ps::Msg>,
-        tokio::task::JoinHandle<()>,
-    ),
-}
-
-impl Client {
-    async fn connect(system: &str, addr: SocketAddr) -> anyhow::Result<Client> {
-        Ok(match system {
-            "tram" => Client::Tram(tram::rpc::Channel::new(addr.to_string())),
-            "tonic" => {
-                let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-                    .connect()
-                    .await?;
-                Client::Tonic(pb::echo_client::EchoClient::new(channel))
-            }
-            _ => {
-                let config = protosocket_rpc::client::Configuration::new(
-                    protosocket_rpc::client::TcpStreamConnector,
-                );
-                let (client, connection) =
-                    protosocket_rpc::client::connect::<ps::ClientCodec, _>(addr, &config).await?;
-                Client::Protosocket(client, tokio::spawn(connection))
-            }
-        })
-    }
-
-    /// One echo call; checks the answer is this call's.
-    async fn call(&self, id: u64, payload: Bytes) -> anyhow::Result<()> {
-        let got = match self {
-            Client::Tram(ch) => {
-                let r: tram::rpc::Response<EchoMessage> = ch
-                    .unary(PATH, tram::rpc::Request::new(EchoMessage { id, payload }))
-                    .await?;
-                r.get_ref().id
-            }
-            Client::Tonic(c) => {
-                c.clone()
-                    .say(EchoMessage { id, payload })
-                    .await?
-                    .get_ref()
-                    .id
-            }
-            Client::Protosocket(c, _) => {
-                // protosocket-rpc takes the message id from the caller; the
-                // call index is unique.
-                let completion = c.send_unary(ps::Msg {
-                    request_id: id,
-                    code: 0,
-                    id,
-                    payload,
-                })?;
-                completion.await?.id
-            }
-        };
-        anyhow::ensure!(got == id, "response {got} for request {id}");
-        Ok(())
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        if let Client::Protosocket(_, driver) = self {
-            driver.abort();
-        }
-    }
-}
-
 /// Counters of one step, shared by the dispatcher and the calls.
 struct StepState {
-    client: Client,
+    client: UnaryClient,
     payload: Bytes,
     epoch: Instant,
     schedule: Schedule,
@@ -455,7 +338,9 @@ struct StepState {
 impl StepState {
     async fn one(self: Arc<Self>, i: u64) {
         let intended = self.schedule.intended(i);
-        let ok = self.client.call(i + 1, self.payload.clone()).await.is_ok();
+        let id = i + 1;
+        let mut client = self.client.clone();
+        let ok = matches!(client.call(id, self.payload.clone()).await, Ok(got) if got == id);
         let done = self.epoch.elapsed().as_nanos() as u64;
         let (start, end) = self.window;
         if (start..end).contains(&intended) {
@@ -477,13 +362,12 @@ impl StepState {
 /// Runs one system at one rate on a fresh connection: warm-up, then the
 /// measuring window, then waits for the window's calls to finish.
 async fn step(
-    system: &str,
-    addr: SocketAddr,
+    system: System,
     server: &Server,
     rate: u64,
     args: &Args,
 ) -> anyhow::Result<RoundResult> {
-    let client = Client::connect(system, addr)
+    let client = UnaryClient::connect(system, server.addr())
         .await
         .with_context(|| format!("{system}: connecting"))?;
     let warm = (args.warmup * 1e9) as u64;
@@ -563,9 +447,8 @@ fn dispatch(
     tight_timer_slack();
     let (start, end) = state.window;
     let total = state.schedule.due_by(end.saturating_sub(1));
-    let read_cpu = || -> anyhow::Result<(Duration, Duration)> {
-        Ok((self_cpu()?, crate::harness::pid_cpu(server_pid)?))
-    };
+    let read_cpu =
+        || -> anyhow::Result<(Duration, Duration)> { Ok((self_cpu()?, pid_cpu(server_pid)?)) };
     let mut first = None;
     let mut issued = 0u64;
     while issued < total && !stop.load(Ordering::Relaxed) {

@@ -1,8 +1,15 @@
-//! Process plumbing shared by every benchmark: the server runs in a child
-//! process of this same binary, so client and server never share a runtime
-//! or an allocator, and each one's CPU time is measured on its own.
+//! How the benchmarks run their systems: server child processes (so that
+//! client and server never share a runtime or an allocator, and each one's
+//! CPU time is measured on its own), pinning, the measuring window, and the
+//! loads every system's client runs under: closed-loop calls (`load`) and
+//! a window of streamed messages (`flow`).
+
+pub(crate) mod flow;
+pub(crate) mod latency;
+pub(crate) mod load;
 
 use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
@@ -81,42 +88,28 @@ pub(crate) fn client_runtime(p: &ProcArgs) -> anyhow::Result<tokio::runtime::Run
     runtime(p.client_workers.unwrap_or(p.workers).into())
 }
 
-/// Arguments of the hidden `serve` subcommand.
-#[derive(clap::Args, Debug, Clone)]
-pub(crate) struct ServeArgs {
-    /// Which benchmark's server.
-    #[arg(long)]
-    pub(crate) bench: String,
-    /// Which system.
-    #[arg(long)]
-    pub(crate) system: String,
-    /// Runtime worker threads.
-    #[arg(long, default_value_t = 2)]
-    pub(crate) workers: usize,
-    /// Pin the process to this CPU.
-    #[arg(long)]
-    pub(crate) cpu: Option<usize>,
-}
-
-/// Runs a server in this process: binds an ephemeral loopback port, prints
-/// `PORT <n>`, and serves until stdin closes.
-pub(crate) fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    if let Some(cpu) = args.cpu {
+/// Runs a server child process (the `serve` subcommand): pinned to `cpu`
+/// if given, on `workers` threads; binds an ephemeral loopback port, prints
+/// `PORT <n>`, and serves with `serve` until stdin closes.
+pub(crate) fn serve_child<F, Fut>(
+    cpu: Option<usize>,
+    workers: usize,
+    serve: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(tokio::net::TcpListener) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    if let Some(cpu) = cpu {
         pin_to(cpu)?;
     }
-    let rt = runtime(args.workers)?;
+    let rt = runtime(workers)?;
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         println!("PORT {port}");
         std::io::stdout().flush()?;
-        let server = match args.bench.as_str() {
-            "stream" => tokio::spawn(crate::stream::serve(args.system.clone(), listener)),
-            "compare" | "rate" => {
-                tokio::spawn(crate::compare::serve(args.system.clone(), listener))
-            }
-            other => bail!("unknown bench {other}"),
-        };
+        let server = tokio::spawn(serve(listener));
         // The parent closes our stdin when it is done (or dies).
         tokio::task::spawn_blocking(|| {
             let mut sink = String::new();
@@ -149,11 +142,12 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// Starts `tram-bench serve` for one system and waits for its port.
-    pub(crate) fn start(bench: &str, system: &str, p: &ProcArgs) -> anyhow::Result<Server> {
+    /// Starts `tram-bench serve --workload <workload> --system <system>`
+    /// and waits for its port.
+    pub(crate) fn start(workload: &str, system: &str, p: &ProcArgs) -> anyhow::Result<Server> {
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
-        cmd.args(["serve", "--bench", bench, "--system", system])
+        cmd.args(["serve", "--workload", workload, "--system", system])
             .args(["--workers", &p.workers.to_string()]);
         if p.pin {
             cmd.args(["--cpu", &SERVER_CPU.to_string()]);
@@ -182,6 +176,11 @@ impl Server {
 
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Its loopback address.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 }
 
@@ -272,45 +271,6 @@ fn proc_cpu(path: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_millis(ticks * 10))
 }
 
-/// The machine a run was taken on, for the result files.
-#[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct Machine {
-    pub(crate) cpu: String,
-    pub(crate) cpus: usize,
-    pub(crate) kernel: String,
-}
-
-impl Machine {
-    pub(crate) fn this() -> Machine {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu = cpuinfo
-            .lines()
-            .find_map(|l| l.strip_prefix("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map_or_else(|| "unknown".into(), |(_, m)| m.trim().to_string());
-        Machine {
-            cpu,
-            cpus: std::thread::available_parallelism().map_or(0, usize::from),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map_or_else(|_| "unknown".into(), |k| k.trim().to_string()),
-        }
-    }
-}
-
-/// Writes `value` as pretty JSON to `dir/name`, creating `dir`; returns
-/// the path written.
-pub(crate) fn write_json<T: serde::Serialize>(
-    dir: &std::path::Path,
-    name: &str,
-    value: &T,
-) -> anyhow::Result<std::path::PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(name);
-    let json = serde_json::to_string_pretty(value)?;
-    std::fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
-}
-
 /// Completed operations, counted per caller, each counter on a cache line
 /// of its own: with one shared counter, every call on every thread would
 /// write the same line, and the bench would measure that line moving
@@ -345,159 +305,5 @@ impl Counts {
             .iter()
             .map(|c| c.0.load(std::sync::atomic::Ordering::Relaxed))
             .sum()
-    }
-}
-
-/// A payload of `len` bytes whose clones share no reference count: a
-/// `Bytes` over a leaked buffer (one per size, for the life of the process),
-/// so that handing every call its own copy costs no write to a line that
-/// every caller shares.
-pub(crate) fn static_payload(len: usize) -> bytes::Bytes {
-    static CACHE: std::sync::Mutex<Vec<(usize, &'static [u8])>> = std::sync::Mutex::new(Vec::new());
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let buf = match cache.iter().find(|(n, _)| *n == len) {
-        Some((_, b)) => *b,
-        None => {
-            let b: &'static [u8] = Box::leak(vec![0xab; len].into_boxed_slice());
-            cache.push((len, b));
-            b
-        }
-    };
-    bytes::Bytes::from_static(buf)
-}
-
-/// A latency histogram in nanoseconds, 1 ns to 60 s, 3 significant digits.
-pub(crate) type Hist = hdrhistogram::Histogram<u64>;
-
-pub(crate) fn new_hist() -> Hist {
-    Hist::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds")
-}
-
-/// Latency percentiles of a histogram, in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub(crate) struct Percentiles {
-    pub(crate) p50_us: f64,
-    pub(crate) p99_us: f64,
-    pub(crate) p999_us: f64,
-    pub(crate) max_us: f64,
-    pub(crate) count: u64,
-}
-
-impl Percentiles {
-    pub(crate) fn of(h: &Hist) -> Percentiles {
-        let us = |v: u64| v as f64 / 1e3;
-        Percentiles {
-            p50_us: us(h.value_at_quantile(0.5)),
-            p99_us: us(h.value_at_quantile(0.99)),
-            p999_us: us(h.value_at_quantile(0.999)),
-            max_us: us(h.max()),
-            count: h.len(),
-        }
-    }
-}
-
-/// Records latencies into a shared histogram a run at a time: one lock per
-/// 256 samples, and one histogram in the cache rather than one per caller.
-/// Every system's client records through it, so its cost is the same for
-/// all.
-pub(crate) struct Recorder {
-    shared: std::sync::Arc<parking_lot::Mutex<Hist>>,
-    buf: Vec<u64>,
-}
-
-impl Recorder {
-    pub(crate) fn new(shared: std::sync::Arc<parking_lot::Mutex<Hist>>) -> Recorder {
-        Recorder {
-            shared,
-            buf: Vec::with_capacity(256),
-        }
-    }
-
-    pub(crate) fn record(&mut self, nanos: u64) {
-        self.buf.push(nanos.max(1));
-        if self.buf.len() == self.buf.capacity() {
-            self.flush();
-        }
-    }
-
-    pub(crate) fn flush(&mut self) {
-        let mut h = self.shared.lock();
-        for v in self.buf.drain(..) {
-            // Out of range only past 60 s: saturate rather than lose it.
-            h.saturating_record(v);
-        }
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.flush();
-    }
-}
-
-/// Median and range of a set of measurements.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-pub(crate) struct Summary {
-    pub(crate) median: f64,
-    pub(crate) min: f64,
-    pub(crate) max: f64,
-}
-
-impl Summary {
-    pub(crate) fn of(values: &[f64]) -> Summary {
-        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return Summary {
-                median: f64::NAN,
-                min: f64::NAN,
-                max: f64::NAN,
-            };
-        }
-        v.sort_by(f64::total_cmp);
-        let mid = v.len() / 2;
-        let median = if v.len().is_multiple_of(2) {
-            (v[mid - 1] + v[mid]) / 2.0
-        } else {
-            v[mid]
-        };
-        Summary {
-            median,
-            min: v[0],
-            max: v[v.len() - 1],
-        }
-    }
-}
-
-/// Formats a rate compactly: 8.31M, 412k, 950.
-pub(crate) fn si(x: f64) -> String {
-    if !x.is_finite() {
-        "-".into()
-    } else if x >= 1e6 {
-        format!("{:.2}M", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.0}k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn summary_median_and_range() {
-        let s = Summary::of(&[3.0, 1.0, 2.0]);
-        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
-        let s = Summary::of(&[4.0, 1.0, 2.0, 3.0]);
-        assert_eq!(s.median, 2.5);
-        assert!(Summary::of(&[]).median.is_nan());
-    }
-
-    #[test]
-    fn si_formats() {
-        assert_eq!(si(8_310_000.0), "8.31M");
-        assert_eq!(si(412_400.0), "412k");
-        assert_eq!(si(950.0), "950");
     }
 }

@@ -1,0 +1,10 @@
+//! The benchmarks: each runs its systems interleaved over rounds and
+//! writes its results (`report`).
+//!
+//! - `compare`: closed-loop unary echo, `C` calls in flight.
+//! - `rate`: open-loop unary echo at a sweep of fixed rates.
+//! - `stream`: message streams and RPC streams.
+
+pub(crate) mod compare;
+pub(crate) mod rate;
+pub(crate) mod stream;

@@ -1,0 +1,139 @@
+//! What the benchmarks report: statistics over rounds, latency
+//! percentiles, the machine, result files (`results`) and their SVG charts
+//! (`chart`).
+
+pub(crate) mod chart;
+pub(crate) mod results;
+
+use anyhow::Context;
+
+use crate::runner::latency::Hist;
+
+/// The machine a run was taken on, for the result files.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Machine {
+    pub(crate) cpu: String,
+    pub(crate) cpus: usize,
+    pub(crate) kernel: String,
+}
+
+impl Machine {
+    pub(crate) fn this() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map_or_else(|| "unknown".into(), |(_, m)| m.trim().to_string());
+        Machine {
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(0, usize::from),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map_or_else(|_| "unknown".into(), |k| k.trim().to_string()),
+        }
+    }
+}
+
+/// Writes `value` as pretty JSON to `dir/name`, creating `dir`; returns
+/// the path written.
+pub(crate) fn write_json<T: serde::Serialize>(
+    dir: &std::path::Path,
+    name: &str,
+    value: &T,
+) -> anyhow::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(name);
+    let json = serde_json::to_string_pretty(value)?;
+    std::fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// Latency percentiles of a histogram, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub(crate) struct Percentiles {
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
+    pub(crate) p999_us: f64,
+    pub(crate) max_us: f64,
+    pub(crate) count: u64,
+}
+
+impl Percentiles {
+    pub(crate) fn of(h: &Hist) -> Percentiles {
+        let us = |v: u64| v as f64 / 1e3;
+        Percentiles {
+            p50_us: us(h.value_at_quantile(0.5)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+            count: h.len(),
+        }
+    }
+}
+
+/// Median and range of a set of measurements.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct Summary {
+    pub(crate) median: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+}
+
+impl Summary {
+    pub(crate) fn of(values: &[f64]) -> Summary {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return Summary {
+                median: f64::NAN,
+                min: f64::NAN,
+                max: f64::NAN,
+            };
+        }
+        v.sort_by(f64::total_cmp);
+        let mid = v.len() / 2;
+        let median = if v.len().is_multiple_of(2) {
+            (v[mid - 1] + v[mid]) / 2.0
+        } else {
+            v[mid]
+        };
+        Summary {
+            median,
+            min: v[0],
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+/// Formats a rate compactly: 8.31M, 412k, 950.
+pub(crate) fn si(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.0}k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_median_and_range() {
+        let s = Summary::of(&[3.0, 1.0, 2.0]);
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        let s = Summary::of(&[4.0, 1.0, 2.0, 3.0]);
+        assert_eq!(s.median, 2.5);
+        assert!(Summary::of(&[]).median.is_nan());
+    }
+
+    #[test]
+    fn si_formats() {
+        assert_eq!(si(8_310_000.0), "8.31M");
+        assert_eq!(si(412_400.0), "412k");
+        assert_eq!(si(950.0), "950");
+    }
+}

@@ -1,0 +1,114 @@
+//! The result files' contents, one type per benchmark: what `compare`,
+//! `rate` and `stream` write as JSON and what the charts draw.
+
+use super::{Machine, Percentiles, Summary};
+use crate::runner::ProcArgs;
+use crate::systems::System;
+
+/// The result file of `compare`.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct CompareReport {
+    pub(crate) bench: &'static str,
+    pub(crate) command: String,
+    pub(crate) machine: Machine,
+    pub(crate) proc: ProcArgs,
+    pub(crate) rounds: usize,
+    pub(crate) secs: f64,
+    pub(crate) settings: Vec<Setting>,
+}
+
+/// One payload size and concurrency: every system's figures, and tram's
+/// ratios to each of them.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Setting {
+    pub(crate) payload: usize,
+    pub(crate) concurrency: usize,
+    pub(crate) systems: Vec<SystemResult>,
+}
+
+/// One system at one setting, over the rounds.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct SystemResult {
+    pub(crate) system: System,
+    /// Calls per second, one per round.
+    pub(crate) rates: Vec<f64>,
+    pub(crate) rate: Summary,
+    pub(crate) latency: Percentiles,
+    pub(crate) client_cpu_us: Summary,
+    pub(crate) server_cpu_us: Summary,
+    /// tram's calls/s over this system's, per round then summarised
+    /// (absent for tram itself, or without tram in the run).
+    pub(crate) tram_ratio: Option<Summary>,
+}
+
+/// The result file of `rate`.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct RateReport {
+    pub(crate) bench: &'static str,
+    pub(crate) command: String,
+    pub(crate) machine: Machine,
+    pub(crate) proc: ProcArgs,
+    pub(crate) payload: usize,
+    pub(crate) secs: f64,
+    pub(crate) rounds: usize,
+    pub(crate) systems: Vec<SystemSweep>,
+}
+
+/// One system's sweep.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct SystemSweep {
+    pub(crate) system: System,
+    pub(crate) steps: Vec<Step>,
+    /// Highest offered rate it kept up with at p99.9 under 1 ms / 5 ms.
+    pub(crate) max_rate_p999_under_1ms: Option<u64>,
+    pub(crate) max_rate_p999_under_5ms: Option<u64>,
+}
+
+/// One measured point of a sweep.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Step {
+    /// Offered calls/s.
+    pub(crate) rate: u64,
+    /// Calls/s completed inside the measuring window (median of rounds).
+    pub(crate) achieved: f64,
+    /// Latency from intended send time, all rounds merged.
+    pub(crate) latency: Percentiles,
+    /// p99.9 per round, µs.
+    pub(crate) p999_rounds_us: Vec<f64>,
+    pub(crate) client_cpu_us: Summary,
+    pub(crate) server_cpu_us: Summary,
+    /// Calls that failed, all rounds.
+    pub(crate) errors: u64,
+    /// Whether the system kept up: achieved at least 90% of the offered
+    /// rate and p99.9 under 100 ms, in the median round.
+    pub(crate) kept_up: bool,
+}
+
+/// The result file of `stream`.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct StreamReport {
+    pub(crate) bench: &'static str,
+    pub(crate) command: String,
+    pub(crate) machine: Machine,
+    pub(crate) proc: ProcArgs,
+    pub(crate) size: usize,
+    pub(crate) window: u64,
+    pub(crate) rounds: usize,
+    pub(crate) secs: f64,
+    pub(crate) systems: Vec<StreamRow>,
+}
+
+/// One system's streaming figures over the rounds.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct StreamRow {
+    pub(crate) system: System,
+    /// Messages per second, one per round.
+    pub(crate) rates: Vec<f64>,
+    pub(crate) rate: Summary,
+    pub(crate) client_cpu_us: Summary,
+    pub(crate) server_cpu_us: Summary,
+    /// Which floor it is held against, and its rate over the floor's
+    /// (per round, then summarised).
+    pub(crate) floor: System,
+    pub(crate) of_floor: Option<Summary>,
+}

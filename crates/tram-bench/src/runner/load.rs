@@ -1,0 +1,106 @@
+//! The closed-loop load: `C` callers, each calling again as soon as its
+//! call returns, with the same bookkeeping for every system (so that it
+//! costs every system the same).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::Counts;
+use crate::runner::latency::{Hist, Recorder, new_hist};
+
+/// A closed-loop load: `c` callers, each calling again as soon as its call
+/// returns. Latency is recorded while `recording` is set.
+#[derive(Clone)]
+pub(crate) struct Load {
+    pub(crate) c: usize,
+    pub(crate) payload: Bytes,
+    pub(crate) done: Arc<Counts>,
+    pub(crate) recording: Arc<AtomicBool>,
+    pub(crate) stop: Arc<AtomicBool>,
+}
+
+/// One caller's bookkeeping, the same for every system: its own latency
+/// buffer and completion counter, so callers share nothing but the client
+/// under test.
+pub(crate) struct Caller {
+    index: usize,
+    load: Load,
+    rec: Recorder,
+    /// The id of the call in flight (unique across callers).
+    id: u64,
+    began: Instant,
+}
+
+impl Caller {
+    /// The next request while the load runs. Its clock started when the
+    /// previous call was answered (every caller sends its next request
+    /// straight after [`Caller::done`]), so a call costs one clock read.
+    pub(crate) fn next(&mut self) -> Option<(u64, Bytes)> {
+        if self.load.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.id += 1;
+        Some((self.id, self.load.payload.clone()))
+    }
+
+    /// The call in flight was answered with id `got`.
+    pub(crate) fn done(&mut self, got: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(got == self.id, "response {got} for request {}", self.id);
+        let now = Instant::now();
+        if self.load.recording.load(Ordering::Relaxed) {
+            self.rec.record((now - self.began).as_nanos() as u64);
+        }
+        self.began = now;
+        self.load.done.add(self.index, 1);
+        Ok(())
+    }
+}
+
+impl Load {
+    /// Runs `c` callers until stopped and merges their histograms. `caller`
+    /// builds each one's loop: it takes its own client handle once, then
+    /// calls through [`Caller`].
+    pub(crate) async fn callers<F, Fut>(&self, caller: F) -> anyhow::Result<Hist>
+    where
+        F: Fn(Caller) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let hist = Arc::new(parking_lot::Mutex::new(new_hist()));
+        let mut tasks = Vec::new();
+        for t in 0..self.c {
+            tasks.push(tokio::spawn(caller(Caller {
+                index: t,
+                load: self.clone(),
+                rec: Recorder::new(hist.clone()),
+                id: (t as u64) << 40,
+                began: Instant::now(),
+            })));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        let all = std::mem::replace(&mut *hist.lock(), new_hist());
+        Ok(all)
+    }
+}
+
+/// A payload of `len` bytes whose clones share no reference count: a
+/// `Bytes` over a leaked buffer (one per size, for the life of the process),
+/// so that handing every call its own copy costs no write to a line that
+/// every caller shares.
+pub(crate) fn static_payload(len: usize) -> bytes::Bytes {
+    static CACHE: std::sync::Mutex<Vec<(usize, &'static [u8])>> = std::sync::Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let buf = match cache.iter().find(|(n, _)| *n == len) {
+        Some((_, b)) => *b,
+        None => {
+            let b: &'static [u8] = Box::leak(vec![0xab; len].into_boxed_slice());
+            cache.push((len, b));
+            b
+        }
+    };
+    bytes::Bytes::from_static(buf)
+}

@@ -1,0 +1,18 @@
+//! The unary echo service (`uint64 id = 1; bytes payload = 2;`), as tonic
+//! generates it from `proto/echo.proto`; tram serves and calls the same
+//! message type, protosocket-rpc a type with its own envelope fields.
+
+/// tonic's generated code.
+#[allow(clippy::all, missing_docs, unreachable_pub)]
+pub(crate) mod pb {
+    tonic::include_proto!("bench");
+}
+
+pub(crate) use pb::EchoMessage;
+
+/// The unary echo method.
+pub(crate) const PATH: &str = "/bench.Echo/Say";
+
+/// tram's server-streaming method: copies of the request, as long as the
+/// client reads.
+pub(crate) const STREAM_PATH: &str = "/bench.Echo/Stream";

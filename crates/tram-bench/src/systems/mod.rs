@@ -1,0 +1,159 @@
+//! The systems measured: each one's server and clients, named by
+//! [`System`].
+//!
+//! - `echo`: the unary echo service every unary system serves.
+//! - `tram`: tram RPC, its gRPC gateway, and tram's message streams.
+//! - `tonic`: tonic 0.14 (gRPC over HTTP/2), generated client and server.
+//! - `protosocket`: protosocket-rpc 2.0.2.
+//! - `floor`: hand-written raw-TCP floors: no correlation, no task per
+//!   call, the least work a loopback round trip or stream can take.
+
+mod echo;
+mod floor;
+mod protosocket;
+mod tonic;
+mod tram;
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use tokio::net::TcpListener;
+
+pub(crate) use echo::EchoMessage;
+pub(crate) use floor::{floor_closed_loop, floor_push_client, floor_stream_client};
+pub(crate) use protosocket::protosocket_stream_client;
+pub(crate) use tram::{tram_rpc_stream_client, tram_stream_client};
+
+/// A system under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum System {
+    /// tram: RPC for unary benchmarks; its `conn` message streams (each
+    /// message handled in place) for `stream`.
+    Tram,
+    /// tram's message streams, each message an owned `Bytes` (`stream`).
+    TramOwned,
+    /// A tram server-streaming RPC (`stream`).
+    TramRpc,
+    /// tram's server behind its gRPC gateway, called by tonic's client.
+    TramGrpc,
+    /// tonic 0.14, gRPC over HTTP/2.
+    Tonic,
+    /// protosocket-rpc 2.0.2 (unary, or server streaming for `stream`).
+    Protosocket,
+    /// A raw-TCP echo: length-prefixed frames, pipelined.
+    Floor,
+    /// A raw-TCP one-way stream: 256 frames per write.
+    FloorPush,
+}
+
+/// Which kind of server a benchmark runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Workload {
+    /// The unary echo service (`compare`, `rate`).
+    Unary,
+    /// Streams (`stream`).
+    Stream,
+}
+
+impl System {
+    /// Its name on the command line and in result files.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            System::Tram => "tram",
+            System::TramOwned => "tram-owned",
+            System::TramRpc => "tram-rpc",
+            System::TramGrpc => "tram-grpc",
+            System::Tonic => "tonic",
+            System::Protosocket => "protosocket",
+            System::Floor => "floor",
+            System::FloorPush => "floor-push",
+        }
+    }
+}
+
+impl std::fmt::Display for System {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Workload {
+    /// Its name on the `serve` command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Workload::Unary => "unary",
+            Workload::Stream => "stream",
+        }
+    }
+}
+
+/// Fails unless every one of `systems` is among `supported`.
+pub(crate) fn check(bench: &str, systems: &[System], supported: &[System]) -> anyhow::Result<()> {
+    if let Some(s) = systems.iter().find(|s| !supported.contains(s)) {
+        let known: Vec<_> = supported.iter().map(|s| s.name()).collect();
+        anyhow::bail!("{bench} does not run {s}; it runs {}", known.join(", "));
+    }
+    Ok(())
+}
+
+/// Serves `system`'s `workload` on `listener` until aborted.
+pub(crate) async fn serve(
+    workload: Workload,
+    system: System,
+    listener: TcpListener,
+) -> anyhow::Result<()> {
+    match (workload, system) {
+        (Workload::Unary, System::Tram) => tram::serve_unary(listener, false).await,
+        (Workload::Unary, System::TramGrpc) => tram::serve_unary(listener, true).await,
+        (Workload::Unary, System::Tonic) => tonic::serve(listener).await,
+        (Workload::Unary | Workload::Stream, System::Protosocket) => {
+            protosocket::serve(listener).await
+        }
+        (Workload::Unary, System::Floor) => floor::serve_echo(listener).await,
+        (Workload::Stream, System::Tram) => tram::serve_stream(listener, false).await,
+        (Workload::Stream, System::TramOwned) => tram::serve_stream(listener, true).await,
+        (Workload::Stream, System::TramRpc) => tram::serve_rpc_stream(listener).await,
+        (Workload::Stream, System::Floor) => floor::serve_echo(listener).await,
+        (Workload::Stream, System::FloorPush) => floor::serve_push(listener).await,
+        (workload, system) => anyhow::bail!("no {} server for {system}", workload.name()),
+    }
+}
+
+/// A connected unary echo client of one system; each caller clones its
+/// own.
+#[derive(Clone)]
+pub(crate) enum UnaryClient {
+    Tram(::tram::Channel),
+    Tonic(echo::pb::echo_client::EchoClient<::tonic::transport::Channel>),
+    Protosocket(protosocket::Client),
+}
+
+impl UnaryClient {
+    /// Connects to `system`'s unary echo server at `addr` (`tram-grpc` is
+    /// tonic's client against tram's gateway).
+    pub(crate) async fn connect(system: System, addr: SocketAddr) -> anyhow::Result<UnaryClient> {
+        Ok(match system {
+            System::Tram => UnaryClient::Tram(::tram::Channel::new(addr.to_string())),
+            System::Tonic | System::TramGrpc => UnaryClient::Tonic(tonic::client(addr).await?),
+            System::Protosocket => {
+                UnaryClient::Protosocket(protosocket::Client::connect(addr).await?)
+            }
+            other => anyhow::bail!("{other} has no unary client"),
+        })
+    }
+
+    /// One echo call: the id the answer carries.
+    pub(crate) async fn call(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
+        let message = EchoMessage { id, payload };
+        Ok(match self {
+            UnaryClient::Tram(ch) => {
+                let r: ::tram::Response<EchoMessage> =
+                    ch.unary(echo::PATH, ::tram::Request::new(message)).await?;
+                r.get_ref().id
+            }
+            UnaryClient::Tonic(c) => c.say(message).await?.get_ref().id,
+            UnaryClient::Protosocket(c) => c.call(message).await?,
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! tram: RPC (the unary echo, its gRPC gateway, a server stream) and the
+//! `conn` message streams it is built on.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use bytes::Bytes;
+use tokio::net::{TcpListener, TcpStream};
+use tram::conn::{self, Config, Connection, LengthDelimited, Listener, TcpConfig};
+use tram::{Request, Response, Server};
+
+use super::echo::{EchoMessage, PATH, STREAM_PATH};
+use crate::runner::flow::{Counter, Window};
+
+/// Serves the unary echo (behind the gRPC gateway too, with `gateway`)
+/// until aborted.
+pub(super) async fn serve_unary(listener: TcpListener, gateway: bool) -> anyhow::Result<()> {
+    let server = Server::builder()
+        .max_concurrent_calls(65_536)
+        .unary(PATH, |req: Request<EchoMessage>| async move {
+            Ok(Response::new(req.into_inner()))
+        })
+        .build();
+    let server = if gateway {
+        tram_grpc::with_gateway(server)
+    } else {
+        server
+    };
+    let listener = Listener::from_tokio(listener, TcpConfig::default());
+    server
+        .serve_listener(listener, std::future::pending())
+        .await?;
+    Ok(())
+}
+
+/// Serves a server stream of copies of the request until aborted.
+pub(super) async fn serve_rpc_stream(listener: TcpListener) -> anyhow::Result<()> {
+    let server = Server::builder()
+        .server_streaming(STREAM_PATH, |req: Request<EchoMessage>| async move {
+            let msg = req.into_inner();
+            let copies = futures::stream::repeat_with(move || Ok(msg.clone()));
+            Ok(Response::new(copies))
+        })
+        .build();
+    let listener = Listener::from_tokio(listener, TcpConfig::default());
+    server
+        .serve_listener(listener, std::future::pending())
+        .await?;
+    Ok(())
+}
+
+/// Serves a message-stream echo (each message an owned `Bytes`, with
+/// `owned`) until aborted.
+pub(super) async fn serve_stream(listener: TcpListener, owned: bool) -> anyhow::Result<()> {
+    loop {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        if owned {
+            tokio::spawn(tram_echo_owned(stream));
+        } else {
+            tokio::spawn(tram_echo(stream));
+        }
+    }
+}
+
+async fn tram_echo(stream: TcpStream) -> anyhow::Result<()> {
+    let (mut inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
+    // Everything a read brought in is echoed in place, under one queue
+    // lock; what does not fit stays buffered until the queue has room.
+    while let Some(queued) = inbound.recv_with(|batch| sender.try_send_iter(batch)).await {
+        queued??;
+        sender.ready().await?;
+    }
+    Ok(())
+}
+
+async fn tram_echo_owned(stream: TcpStream) -> anyhow::Result<()> {
+    let (mut inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
+    // One owned `Bytes` per message, echoed in runs under one queue lock.
+    let mut batch = Vec::with_capacity(1024);
+    while let Some(n) = inbound.recv_many(&mut batch, 1024).await {
+        n?;
+        sender.send_all(batch.drain(..)).await?;
+    }
+    Ok(())
+}
+
+/// Keeps `window` messages of `size` bytes in flight on a message-stream
+/// connection, counting the echoes into `received`.
+pub(crate) async fn tram_stream_client(
+    addr: SocketAddr,
+    size: usize,
+    window: u64,
+    owned: bool,
+    stop: Arc<AtomicBool>,
+    received: Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    let stream = conn::connect(addr, &TcpConfig::default()).await?;
+    let (mut inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
+    let win = Window::new(window);
+    let writer = tokio::spawn({
+        let win = win.clone();
+        let stop = stop.clone();
+        async move {
+            let payload = Bytes::from(vec![0xab; size]);
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // As the floor client writes 256 frames per write, queue up
+                // to 256 messages per lock.
+                let room = win.room(sent).await.min(256);
+                let batch = std::iter::repeat_n(&payload[..], room as usize);
+                match sender.send_all(batch).await {
+                    Ok(n) => sent += n as u64,
+                    Err(_) => return,
+                }
+            }
+        }
+    });
+    if owned {
+        let mut batch = Vec::with_capacity(1024);
+        while let Some(n) = inbound.recv_many(&mut batch, 1024).await {
+            batch.clear();
+            win.arrived(n? as u64, &received);
+        }
+    } else {
+        while let Some(n) = inbound.recv_with(|batch| batch.count()).await {
+            win.arrived(n? as u64, &received);
+        }
+    }
+    writer.abort();
+    Ok(())
+}
+
+/// Reads one server stream of `size`-byte messages, granting `credit`,
+/// counting them into `received`.
+pub(crate) async fn tram_rpc_stream_client(
+    addr: SocketAddr,
+    size: usize,
+    credit: u32,
+    received: Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    let ch = tram::Channel::builder(addr.to_string())
+        .initial_credit(credit)
+        .build();
+    let req = EchoMessage {
+        id: 0,
+        payload: Bytes::from(vec![0xab; size]),
+    };
+    let mut stream = ch
+        .server_streaming::<_, EchoMessage>(STREAM_PATH, Request::new(req))
+        .await?;
+    let mut count = Counter::new(&received);
+    while stream.message().await?.is_some() {
+        count.one();
+    }
+    Ok(())
+}

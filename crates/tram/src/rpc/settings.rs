@@ -1,0 +1,59 @@
+//! The settings both builders share: the limits this side announces to its
+//! peer (what it accepts), keepalive, socket and message-stream options.
+//! Written once, expanded into [`ChannelBuilder`](crate::ChannelBuilder)
+//! and [`ServerBuilder`](crate::ServerBuilder), whose configurations both
+//! keep them as `settings`, `keepalive`, `tcp` and `conn`.
+
+/// The shared setters, for a builder whose `config` has the fields above.
+macro_rules! connection_setters {
+    () => {
+        /// Largest frame this side accepts, in bytes (default 4 MiB;
+        /// 16 KiB ..= 1 GiB): it bounds every message the peer sends.
+        /// Announced to the peer.
+        pub fn max_frame_size(mut self, n: u32) -> Self {
+            self.config.settings.max_frame_size =
+                n.clamp(tram_wire::MIN_MAX_FRAME_SIZE, tram_wire::MAX_MAX_FRAME_SIZE);
+            self
+        }
+
+        /// Largest metadata block this side accepts from the peer, in bytes
+        /// (default 16 KiB): request metadata on a server, response headers
+        /// and trailers on a client. Announced to the peer.
+        pub fn max_metadata_size(mut self, n: u32) -> Self {
+            self.config.settings.max_metadata_size = n;
+            self
+        }
+
+        /// Messages the peer may send on a stream before this side grants
+        /// more (default 64; at least 1). The window grows past it while
+        /// messages are small. Announced to the peer.
+        pub fn initial_credit(mut self, n: u32) -> Self {
+            self.config.settings.initial_credit = n.clamp(1, tram_wire::MAX_CREDIT);
+            self
+        }
+
+        /// Keepalive pings on each connection (default: after 30 s without
+        /// a frame from the peer, answered within 10 s; `None`: off). A
+        /// connection whose peer stops answering is closed, and its calls
+        /// fail with `UNAVAILABLE`.
+        pub fn keepalive(mut self, k: Option<$crate::Keepalive>) -> Self {
+            self.config.keepalive = k;
+            self
+        }
+
+        /// Socket options.
+        pub fn tcp(mut self, tcp: $crate::conn::TcpConfig) -> Self {
+            self.config.tcp = tcp;
+            self
+        }
+
+        /// Message-stream options of every connection (buffer sizes, the
+        /// outbound queue's bound in bytes, inline writes).
+        pub fn connection(mut self, config: $crate::conn::Config) -> Self {
+            self.config.conn = config;
+            self
+        }
+    };
+}
+
+pub(crate) use connection_setters;
