@@ -19,6 +19,8 @@
 //!   [`FrameDecoder::decode_run`] takes consecutive plain MESSAGE frames of
 //!   one call as one [`MessageRun`], whose messages are parsed as they are
 //!   taken.
+//! - `parse`: one frame's body, validated in place, then split off the
+//!   buffer.
 //! - [`metadata`]: validated key/value blocks for headers and trailers.
 //! - `settings`: [`Settings`], the limits each side announces.
 //! - `code`: gRPC's status [`Code`]s and GOAWAY [`Reason`]s.
@@ -47,6 +49,7 @@ mod decode;
 mod error;
 mod frame;
 pub mod metadata;
+mod parse;
 pub mod preface;
 mod settings;
 pub mod varint;
