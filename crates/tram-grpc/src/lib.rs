@@ -59,6 +59,16 @@
 //! sends them as it opens (a client may wait for them before it sends its
 //! first request), so a bidi handler's leading metadata arrives with the
 //! trailers instead.
+//!
+//! # Layout
+//!
+//! - this file: [`Gateway`], its settings, and each HTTP/2 connection's task.
+//! - `call`: one gRPC call: headers, request body, the tram handler, the
+//!   answer as data and trailers.
+//! - `wire`: gRPC's message framing (5-byte prefix, gzip), status and
+//!   metadata to and from HTTP headers.
+//! - `wake`: keeps the connection's task from waking itself needlessly.
+//! - [`standard`]: reflection and health, as tram services.
 
 mod call;
 pub mod standard;

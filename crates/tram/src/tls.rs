@@ -1,10 +1,10 @@
 //! TLS with rustls (feature `tls`), for message streams and RPC.
 //!
-//! - RPC server: [`ServerBuilder::tls`](crate::rpc::ServerBuilder::tls)
+//! - RPC server: [`ServerBuilder::tls`](crate::ServerBuilder::tls)
 //!   with a `rustls::ServerConfig`; for mutual TLS, give it a client
 //!   certificate verifier. The client's certificate chain then reaches
-//!   server interceptors as [`CallInfo::peer_certificates`](crate::rpc::CallInfo).
-//! - RPC client: [`ChannelConfig::tls`](crate::rpc::ChannelConfig) with a
+//!   server interceptors as [`CallInfo::peer_certificates`](crate::CallInfo).
+//! - RPC client: [`ChannelBuilder::tls`](crate::ChannelBuilder::tls) with a
 //!   [`ClientTls`].
 //! - Message streams: [`accept`] and [`connect`] return a TLS stream;
 //!   wrap it in [`Split`](crate::conn::Split) for
@@ -23,7 +23,7 @@ pub use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::ServerName;
 pub use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
 
-/// How a [`Channel`](crate::rpc::Channel) speaks TLS.
+/// How a [`Channel`](crate::Channel) speaks TLS.
 #[derive(Clone, Debug)]
 pub struct ClientTls {
     /// Roots to trust, and for mutual TLS the client's own certificate.

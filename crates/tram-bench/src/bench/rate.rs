@@ -7,10 +7,10 @@
 //! The schedule is kept by a dedicated OS thread, which wakes (with
 //! `thread::sleep`) at most every 50 µs and hands every call due by then to
 //! the runtime in one batch; each call then runs as its own task. Those
-//! costs are the same for every system. Waking for every call instead (as
-//! this tool first did) made the dispatcher a fifth busy thread on a
-//! two-vCPU machine at 50k calls/s and more: the stalls it caused the
-//! client and server threads dominated every system's p99. The rates are
+//! costs are the same for every system. Waking for every call instead would
+//! make the dispatcher a fifth busy thread on a two-vCPU machine, and the
+//! stalls it caused the client and server threads would dominate every
+//! system's p99. The rates are
 //! swept upwards, the systems interleaved at each rate; a system leaves the
 //! sweep once it falls behind its schedule or its p99.9 passes 100 ms.
 //!

@@ -73,14 +73,14 @@ impl RpcEncoder {
 const SMALL_FRAME: usize = 1024;
 
 /// `put_small!(dst, max, |w| { ... })` appends at most `max` bytes to
-/// `dst` by writing to `w`, which must write no more than that (the caller sizes `max` from the frame's encoded length).
+/// `dst` by writing to `w`, which must write no more than that (the caller
+/// sizes `max` from the frame's encoded length).
 ///
 /// A small frame is written through a `&mut [u8]`, whose one-byte writes
 /// compile to stores: through `BytesMut`'s `BufMut`, every `put_u8` (each
-/// varint byte, each tag) is a call to `put_slice` and on to `memcpy`,
-/// which the profile of a unary echo showed as a tenth of the encoding
-/// side's time. The bytes past what was written are zeroed first and cut
-/// off after; for a frame this small that costs less than the calls saved.
+/// varint byte, each tag) is a call to `put_slice` and on to `memcpy`. The
+/// bytes past what was written are zeroed first and cut off after; for a
+/// frame this small that costs less than the calls saved.
 /// Larger frames are written straight into `dst`.
 macro_rules! put_small {
     ($dst:expr, $max:expr, |$w:ident| $write:block) => {{

@@ -68,8 +68,8 @@ impl<E> Sender<E> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Encode`] if the codec rejects the message,
-    /// [`ErrorKind::Closed`] if the connection is closed.
+    /// [`ErrorKind::Encode`](super::ErrorKind::Encode) if the codec rejects the message,
+    /// [`ErrorKind::Closed`](super::ErrorKind::Closed) if the connection is closed.
     ///
     /// # Cancel safety
     ///
@@ -188,7 +188,7 @@ impl<E> Sender<E> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Closed`], or [`ErrorKind::Encode`] for an item the codec
+    /// [`ErrorKind::Closed`](super::ErrorKind::Closed), or [`ErrorKind::Encode`](super::ErrorKind::Encode) for an item the codec
     /// rejects (that item is consumed; those before it stay queued).
     pub fn try_send_iter<T, I>(&self, items: &mut I) -> Result<usize, Error>
     where
@@ -231,7 +231,7 @@ impl<E> Sender<E> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Closed`] if the connection closes.
+    /// [`ErrorKind::Closed`](super::ErrorKind::Closed) if the connection closes.
     pub async fn ready(&self) -> Result<(), Error> {
         let shared = &*self.shared;
         loop {
@@ -258,7 +258,7 @@ impl<E> Sender<E> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Closed`] if the connection closes before that.
+    /// [`ErrorKind::Closed`](super::ErrorKind::Closed) if the connection closes before that.
     pub async fn flush(&self) -> Result<(), Error> {
         let shared = &*self.shared;
         let target = {
@@ -345,7 +345,7 @@ impl<E> Sender<E> {
     /// Stops sending, for every clone of this sender: what is queued is
     /// still written, then the transport's write side is shut down (a TCP
     /// FIN), as when the last sender is dropped. Later sends fail with
-    /// [`ErrorKind::Closed`].
+    /// [`ErrorKind::Closed`](super::ErrorKind::Closed).
     pub fn close(&self) {
         let mut st = self.shared.state.lock();
         if st.refuses() {

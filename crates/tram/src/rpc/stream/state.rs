@@ -58,11 +58,10 @@ pub(super) struct CallState {
 const WINDOW_BYTES: usize = 256 * 1024;
 /// The largest window, in messages: 256 KiB of 16-byte messages. Plain
 /// messages wait in the runs they arrived in, so queued messages cost
-/// little beyond their bytes; raising it from 4096 gave a stream of
-/// 16-byte messages 8% more messages/s (A/B, 5 pairs: the server waits
-/// less for credit), for a slow reader's peak heap of 0.94 MiB instead of
-/// 0.44 to 0.57 (`tests/rpc_memory.rs`; 0.82 before runs). Messages of 64
-/// bytes or more are held to 256 KiB by their size before this cap.
+/// little beyond their bytes, and a large window keeps a sender of small
+/// messages from waiting for credit; a slow reader's heap stays about a
+/// window's bytes (`tests/rpc_memory.rs`). Messages of 64 bytes or more are
+/// held to 256 KiB by their size before this cap.
 pub(super) const MAX_WINDOW: u32 = 16384;
 
 impl CallState {
