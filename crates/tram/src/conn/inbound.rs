@@ -3,13 +3,6 @@
 //! There is no reader task: whoever awaits [`Inbound::recv`] does the read
 //! system call, so a message costs no hand-off between tasks. Messages
 //! already in the buffer are decoded without any I/O.
-//!
-//! Messages are slices of the read buffer (`Bytes` sharing its
-//! allocation). When the buffer must grow while such slices are still
-//! alive, it cannot be reused in place: rather than allocating a fresh one
-//! each time (whose pages the kernel must fault in, read after read, once
-//! messages are large), the reader moves to a retired buffer whose slices
-//! have all been dropped, and keeps the one it leaves for later.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -28,18 +21,12 @@ pub struct Inbound<R, D> {
     io: R,
     decoder: D,
     buf: BytesMut,
-    /// Retired read buffers, reused once no message refers to them.
-    spares: Vec<BytesMut>,
     read_chunk: usize,
     max_buffered: usize,
     state: ReadState,
     /// A decode error found while draining a batch, returned next.
     pending_error: Option<Error>,
 }
-
-/// Retired read buffers kept per connection, at most: with messages alive
-/// in at most this many earlier buffers, reading allocates nothing.
-const MAX_SPARES: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ReadState {
@@ -58,7 +45,6 @@ where
             io,
             decoder,
             buf: BytesMut::with_capacity(read_chunk),
-            spares: Vec::new(),
             read_chunk,
             max_buffered,
             state: ReadState::Open,
@@ -252,7 +238,7 @@ where
         if self.buf.capacity() - self.buf.len() < self.read_chunk / 4 {
             // Never read past the bound: at most what completes it.
             let room = self.read_chunk.min(self.max_buffered - self.buf.len());
-            self.make_room(room);
+            self.buf.reserve(room);
         }
         let n = match ready!(tokio_util::io::poll_read_buf(
             Pin::new(&mut self.io),
@@ -269,28 +255,6 @@ where
             self.state = ReadState::Eof;
         }
         Poll::Ready(None)
-    }
-
-    /// Gives the read buffer room for `room` more bytes: in place if no
-    /// message still refers to it, else in a spare that no message refers
-    /// to any more, else in a new buffer.
-    fn make_room(&mut self, room: usize) {
-        if self.buf.try_reclaim(room) {
-            return;
-        }
-        let needed = self.buf.len() + room;
-        let next = match self.spares.iter_mut().position(|s| s.try_reclaim(needed)) {
-            Some(i) => self.spares.swap_remove(i),
-            None => BytesMut::with_capacity(needed.max(self.read_chunk)),
-        };
-        let mut old = std::mem::replace(&mut self.buf, next);
-        // The part of a message read so far moves along.
-        self.buf.extend_from_slice(&old);
-        old.clear();
-        // Kept (empty) for when its messages are gone.
-        if self.spares.len() < MAX_SPARES {
-            self.spares.push(old);
-        }
     }
 
     /// Bytes read and not yet decoded.
