@@ -46,6 +46,9 @@ enum Command {
     Rate(bench::rate::Args),
     /// Streaming over one loopback connection: messages per second.
     Stream(bench::stream::Args),
+    /// A fixed number of unary calls in one thread, client and server in
+    /// this process: run it under callgrind for instructions per call.
+    Instructions(bench::instructions::Args),
     /// (internal) Runs one system's server; prints its port, exits when
     /// stdin closes.
     #[command(hide = true)]
@@ -74,6 +77,7 @@ fn main() -> anyhow::Result<()> {
         Command::Compare(args) => bench::compare::run(&args),
         Command::Rate(args) => bench::rate::run(&args),
         Command::Stream(args) => bench::stream::run(&args),
+        Command::Instructions(args) => bench::instructions::run(&args),
         Command::Serve(a) => runner::serve_child(a.cpu, a.workers, |listener| {
             systems::serve(a.workload, a.system, listener)
         }),

@@ -4,7 +4,10 @@
 //! - `compare`: closed-loop unary echo, `C` calls in flight.
 //! - `rate`: open-loop unary echo at a sweep of fixed rates.
 //! - `stream`: message streams and RPC streams.
+//! - `instructions`: a fixed amount of unary work in one thread, for
+//!   instruction counts under callgrind.
 
 pub(crate) mod compare;
+pub(crate) mod instructions;
 pub(crate) mod rate;
 pub(crate) mod stream;

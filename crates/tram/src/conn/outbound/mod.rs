@@ -56,6 +56,9 @@ pub enum FlushPolicy {
 /// TCP FIN).
 pub struct Sender<E> {
     shared: Arc<Shared<E>>,
+    /// Counted among the senders that keep the connection open (every
+    /// public handle is; see [`Sender::uncounted`]).
+    counted: bool,
 }
 
 impl<E> Sender<E> {
@@ -403,18 +406,35 @@ impl<E> std::fmt::Debug for Cork<'_, E> {
     }
 }
 
-impl<E> Clone for Sender<E> {
-    fn clone(&self) -> Self {
-        self.shared.senders.fetch_add(1, Ordering::Relaxed);
+impl<E> Sender<E> {
+    /// A handle that sends like this one but does not keep the connection
+    /// open: when the counted senders are gone, the writer drains and shuts
+    /// down regardless, and sends through this handle fail. For handles
+    /// made per call (a handler's way back to its connection), which then
+    /// cost one reference count rather than two.
+    pub(crate) fn uncounted(&self) -> Sender<E> {
         Sender {
             shared: self.shared.clone(),
+            counted: false,
+        }
+    }
+}
+
+impl<E> Clone for Sender<E> {
+    fn clone(&self) -> Self {
+        if self.counted {
+            self.shared.senders.fetch_add(1, Ordering::Relaxed);
+        }
+        Sender {
+            shared: self.shared.clone(),
+            counted: self.counted,
         }
     }
 }
 
 impl<E> Drop for Sender<E> {
     fn drop(&mut self) {
-        if self.shared.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.counted && self.shared.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
             // The last sender: let the writer drain and shut down.
             self.shared.wake_writer.notify_one();
         }

@@ -124,7 +124,13 @@ where
         max_queued: max_queued.max(1),
     });
     let writer = write_loop(shared.clone());
-    (Sender { shared }, writer)
+    (
+        Sender {
+            shared,
+            counted: true,
+        },
+        writer,
+    )
 }
 
 /// The writer task: waits for work the policy says is due, takes the pipe,

@@ -88,8 +88,8 @@ impl ServerBuilder {
         F: Fn(Request<Req>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Response<Resp>, Status>> + Send + 'static,
     {
-        self.route(path, MethodKind::Unary, move |call: IncomingCall| {
-            let fut = single_request(&call).map(&f);
+        self.route(path, MethodKind::Unary, move |mut call: IncomingCall| {
+            let fut = single_request(&mut call).map(&f);
             respond_one(call, fut)
         })
     }
@@ -107,8 +107,8 @@ impl ServerBuilder {
         self.route(
             path,
             MethodKind::ServerStreaming,
-            move |call: IncomingCall| {
-                let fut = single_request(&call).map(&f);
+            move |mut call: IncomingCall| {
+                let fut = single_request(&mut call).map(&f);
                 respond_stream(call, fut)
             },
         )

@@ -144,7 +144,7 @@ impl Effects for Act<'_> {
             message: a.message,
             metadata: a.metadata,
             deadline: a.deadline,
-            out: self.out.clone(),
+            out: self.out.uncounted(),
             shared: a.shared,
         };
         let mut fut = (route.handler)(incoming);

@@ -72,13 +72,14 @@ pub(crate) struct Route {
     pub(crate) handler: Handler,
 }
 
-/// The request of a single-request method, decoded from the CALL.
+/// The request of a single-request method, decoded from the CALL (whose
+/// message it takes).
 pub(crate) fn single_request<M: prost::Message + Default>(
-    call: &IncomingCall,
+    call: &mut IncomingCall,
 ) -> Result<Request<M>, Status> {
     let bytes = call
         .message
-        .clone()
+        .take()
         .ok_or_else(|| Status::internal("call opened without its request message"))?;
     let message =
         M::decode(bytes).map_err(|e| Status::internal(format!("request does not decode: {e}")))?;

@@ -1,0 +1,88 @@
+//! `instructions`: a fixed amount of unary work for instruction counting
+//! under callgrind (`valgrind --tool=callgrind`), whose counts repeat for
+//! the same binary and input whatever else the machine is doing: the
+//! steady instrument for changes too small for the noise of timed runs.
+//!
+//! One process, one thread: a tram server and a client over loopback TCP
+//! on a current-thread runtime, `C` callers making `N` calls in all after
+//! a warm-up. Divide the instructions of the run (less those of a run with
+//! `--calls 0`) by `N` for instructions per call, client and server
+//! together; `callgrind_annotate` splits them by function.
+//!
+//! ```sh
+//! valgrind --tool=callgrind --callgrind-out-file=cg.out \
+//!     target/release/tram-bench instructions --calls 20000
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+
+use crate::systems::{self, System, UnaryClient, Workload};
+
+/// Options of `tram-bench instructions`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct Args {
+    /// Calls counted, after the warm-up.
+    #[arg(long, default_value_t = 20_000)]
+    calls: u64,
+    /// Calls made before counting starts (connection set-up, buffers
+    /// grown).
+    #[arg(long, default_value_t = 2_000)]
+    warmup: u64,
+    /// Calls in flight.
+    #[arg(long, default_value_t = 256)]
+    concurrency: usize,
+    /// Payload bytes per call.
+    #[arg(long, default_value_t = 16)]
+    payload: usize,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(systems::serve(Workload::Unary, System::Tram, listener));
+        let client = UnaryClient::connect(System::Tram, addr).await?;
+        let payload = Bytes::from(vec![0xab; args.payload]);
+        call_n(&client, args.warmup, args.concurrency, &payload).await?;
+        let started = std::time::Instant::now();
+        call_n(&client, args.calls, args.concurrency, &payload).await?;
+        println!(
+            "{} calls, {} in flight, {} B: {:?}",
+            args.calls,
+            args.concurrency,
+            args.payload,
+            started.elapsed()
+        );
+        server.abort();
+        Ok(())
+    })
+}
+
+/// Makes `n` calls with `c` callers.
+async fn call_n(client: &UnaryClient, n: u64, c: usize, payload: &Bytes) -> anyhow::Result<()> {
+    let next = Arc::new(AtomicU64::new(0));
+    let mut callers = Vec::new();
+    for _ in 0..c {
+        let (mut client, next, payload) = (client.clone(), next.clone(), payload.clone());
+        callers.push(tokio::spawn(async move {
+            loop {
+                let id = next.fetch_add(1, Ordering::Relaxed);
+                if id >= n {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                let got = client.call(id, payload.clone()).await?;
+                anyhow::ensure!(got == id, "response {got} for request {id}");
+            }
+        }));
+    }
+    for c in callers {
+        c.await??;
+    }
+    Ok(())
+}
