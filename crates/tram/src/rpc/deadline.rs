@@ -21,13 +21,16 @@ pub(crate) fn left(deadline: Option<Instant>) -> Option<Duration> {
 
 /// Runs `fut` until `deadline`; past it, the call fails with
 /// `DEADLINE_EXCEEDED` (and `fut` is dropped).
+///
+/// The timer is boxed: a call without a deadline (most of them) carries no
+/// timer state in its future, which every call of its method allocates.
 pub(crate) async fn within<T>(
     deadline: Option<Instant>,
     fut: impl Future<Output = Result<T, Status>>,
 ) -> Result<T, Status> {
     match deadline {
         None => fut.await,
-        Some(d) => tokio::time::timeout_at(d, fut)
+        Some(d) => Box::pin(tokio::time::timeout_at(d, fut))
             .await
             .unwrap_or_else(|_| Err(exceeded())),
     }

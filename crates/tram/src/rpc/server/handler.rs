@@ -5,9 +5,9 @@
 //! the client grants credit, then END.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use futures_core::Stream;
@@ -100,16 +100,72 @@ pub(crate) fn request_stream<M>(call: &IncomingCall) -> Request<Streaming<M>> {
 /// call's deadline, and sends its answer as the call's end.
 pub(crate) fn respond_one<M, Fut>(call: IncomingCall, handler: Result<Fut, Status>) -> BoxFuture
 where
-    M: prost::Message + 'static,
+    M: prost::Message + Send + 'static,
     Fut: Future<Output = Result<Response<M>, Status>> + Send + 'static,
 {
-    Box::pin(async move {
-        let outcome = match handler {
-            Ok(fut) => deadline::within(call.deadline, fut).await,
-            Err(s) => Err(s),
+    let state = match (handler, call.deadline) {
+        (Ok(fut), None) => One::Handler { fut },
+        (Ok(fut), Some(at)) => One::Deadline {
+            fut: Box::pin(tokio::time::timeout_at(at, fut)),
+        },
+        (Err(status), _) => One::Failed {
+            status: Some(status),
+        },
+    };
+    Box::pin(RespondOne { call, state })
+}
+
+pin_project_lite::pin_project! {
+    /// The future of a handler that answers once, written out so that the
+    /// common case is small and moves little: the handler's own future
+    /// beside the call, the answer queued synchronously when it is ready.
+    /// The deadline's timer and waiting for room in the outbound queue are
+    /// boxed, for the calls that need them.
+    struct RespondOne<Fut> {
+        call: IncomingCall,
+        #[pin]
+        state: One<Fut>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = OneProj]
+    enum One<Fut> {
+        Handler { #[pin] fut: Fut },
+        Deadline { fut: Pin<Box<tokio::time::Timeout<Fut>>> },
+        Failed { status: Option<Status> },
+        Sending { fut: BoxFuture },
+    }
+}
+
+impl<M, Fut> Future for RespondOne<Fut>
+where
+    M: prost::Message + Send + 'static,
+    Fut: Future<Output = Result<Response<M>, Status>>,
+{
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
+        let outcome = match this.state.as_mut().project() {
+            OneProj::Handler { fut } => ready!(fut.poll(cx)),
+            OneProj::Deadline { fut } => {
+                ready!(fut.as_mut().poll(cx)).unwrap_or_else(|_| Err(deadline::exceeded()))
+            }
+            OneProj::Failed { status } => Err(status
+                .take()
+                .unwrap_or_else(|| Status::internal("call polled after its end"))),
+            OneProj::Sending { fut } => return fut.as_mut().poll(cx),
         };
-        finish_unary(&call, outcome).await;
-    })
+        match finish_unary(this.call, outcome) {
+            None => Poll::Ready(()),
+            Some(mut waiting) => {
+                let polled = waiting.as_mut().poll(cx);
+                this.state.set(One::Sending { fut: waiting });
+                polled
+            }
+        }
+    }
 }
 
 /// Runs a handler that answers with a stream (server streaming, bidi) under
@@ -138,37 +194,61 @@ where
 
 /// Sends a single response as the call's end: one MESSAGE frame with
 /// END_STREAM (the unary fast path), or MESSAGE then END when there are
-/// trailers.
-async fn finish_unary<M: prost::Message>(
-    call: &IncomingCall,
-    outcome: Result<Response<M>, Status>,
-) {
+/// trailers. The answer is queued at once when the queue has room (it
+/// nearly always has); otherwise the returned future waits for room and
+/// sends it.
+fn finish_unary<M>(call: &IncomingCall, outcome: Result<Response<M>, Status>) -> Option<BoxFuture>
+where
+    M: prost::Message + Send + 'static,
+{
     let out = &call.out;
-    let result: Result<(), Status> = match outcome {
+    let status = match outcome {
         Ok(resp) => {
             let (msg, headers, trailers) = resp.into_parts();
-            let sent = out
-                .send(Msg {
-                    call: call.call,
-                    end_stream: trailers.is_empty(),
-                    metadata: (!headers.is_empty()).then_some(&headers),
-                    msg: &msg,
-                })
-                .await;
-            match sent {
-                Ok(()) if trailers.is_empty() => return,
-                Ok(()) => Err(Status::new(Code::Ok, "").with_trailers(trailers)),
-                Err(e) if e.kind() == conn::ErrorKind::Encode => Err(Status::resource_exhausted(
-                    format!("response too large: {e}"),
-                )),
-                Err(_) => return,
+            let frame = Msg {
+                call: call.call,
+                end_stream: trailers.is_empty(),
+                metadata: (!headers.is_empty()).then_some(&headers),
+                msg: &msg,
+            };
+            match out.try_send(frame) {
+                Ok(()) if trailers.is_empty() => return None,
+                Ok(()) => Status::new(Code::Ok, "").with_trailers(trailers),
+                Err(conn::TrySendError::Full(_)) => {
+                    let (out, id) = (out.clone(), call.call);
+                    return Some(Box::pin(async move {
+                        let frame = Msg {
+                            call: id,
+                            end_stream: trailers.is_empty(),
+                            metadata: (!headers.is_empty()).then_some(&headers),
+                            msg: &msg,
+                        };
+                        let status = match out.send(frame).await {
+                            Ok(()) if trailers.is_empty() => return,
+                            Ok(()) => Status::new(Code::Ok, "").with_trailers(trailers),
+                            Err(e) => match refused(e) {
+                                Some(status) => status,
+                                None => return,
+                            },
+                        };
+                        let _ = out.force_send(Frame::End(status.to_wire(id)));
+                    }));
+                }
+                Err(conn::TrySendError::Encode(e)) => refused(e)?,
+                Err(conn::TrySendError::Closed(_)) => return None,
             }
         }
-        Err(status) => Err(status),
+        Err(status) => status,
     };
-    if let Err(status) = result {
-        let _ = out.force_send(Frame::End(status.to_wire(call.call)));
-    }
+    let _ = out.force_send(Frame::End(status.to_wire(call.call)));
+    None
+}
+
+/// The status to end a call with when its answer could not be queued:
+/// too large for the peer; `None` if the connection is gone.
+fn refused(e: conn::Error) -> Option<Status> {
+    (e.kind() == conn::ErrorKind::Encode)
+        .then(|| Status::resource_exhausted(format!("response too large: {e}")))
 }
 
 /// `a`'s entries, then `b`'s.
