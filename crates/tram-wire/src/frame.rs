@@ -432,6 +432,19 @@ pub fn encode_call_header<B: BufMut + ?Sized>(
     call: &Call,
     message_len: Option<usize>,
 ) {
+    encode_call_header_sized(dst, call, message_len, call_body_len(call, message_len));
+}
+
+/// [`encode_call_header`], with the body length the caller computed
+/// already ([`Call::body_len`] of the same `message_len`), for a caller
+/// that needed it first (to check it against the peer's limit).
+pub fn encode_call_header_sized<B: BufMut + ?Sized>(
+    dst: &mut B,
+    call: &Call,
+    message_len: Option<usize>,
+    body_len: usize,
+) {
+    debug_assert_eq!(body_len, call_body_len(call, message_len));
     let mut f = 0;
     if call.end_stream {
         f |= flags::END_STREAM;
@@ -445,7 +458,7 @@ pub fn encode_call_header<B: BufMut + ?Sized>(
     if call.metadata.is_some() {
         f |= flags::CALL_METADATA;
     }
-    put_header(dst, FrameType::Call, f, call_body_len(call, message_len));
+    put_header(dst, FrameType::Call, f, body_len);
     varint::put(dst, u64::from(call.call));
     varint::put(dst, u64::from(call.method));
     if let Some(t) = call.timeout_micros {

@@ -59,7 +59,8 @@ pub use decode::{FrameDecoder, Header, MessageRun, decode_exact};
 pub use error::Error;
 pub use frame::{
     Bind, Call, CallId, Cancel, Credit, End, Frame, FrameType, GoAway, MAX_HEADER_LEN, Message,
-    Ping, encode_call_header, encode_message_header, encode_message_header_with_metadata, flags,
+    Ping, encode_call_header, encode_call_header_sized, encode_message_header,
+    encode_message_header_with_metadata, flags,
 };
 pub use metadata::Metadata;
 pub use settings::{

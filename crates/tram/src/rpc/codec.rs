@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use bytes::{Buf, BytesMut};
 use tram_wire::{
-    Bind, Call, CallId, Frame, FrameDecoder, MessageRun, Metadata, Settings, encode_call_header,
-    encode_message_header, encode_message_header_with_metadata, preface,
+    Bind, Call, CallId, Frame, FrameDecoder, MessageRun, Metadata, Settings,
+    encode_call_header_sized, encode_message_header, encode_message_header_with_metadata, preface,
 };
 
 use crate::conn::{Decoder, Encoder};
@@ -171,15 +171,17 @@ impl<M: prost::Message> Encoder<Msg<'_, M>> for RpcEncoder {
 /// connection has not seen it.
 pub(crate) struct Open<'a, M> {
     pub(crate) path: &'a str,
-    /// The call's fields; `method` and `message` are filled in here.
-    pub(crate) head: Call,
+    /// The call's fields, borrowed (a frame's worth of fields, not moved
+    /// from layer to layer); `method` is filled in here, `message` is not
+    /// used.
+    pub(crate) head: &'a mut Call,
     pub(crate) msg: Option<&'a M>,
 }
 
 impl<M: prost::Message> Encoder<Open<'_, M>> for RpcEncoder {
     type Error = EncodeError;
     fn encode(&mut self, item: Open<'_, M>, dst: &mut BytesMut) -> Result<(), EncodeError> {
-        let mut head = item.head;
+        let head = item.head;
         let len = item.msg.map(prost::Message::encoded_len);
         if let Some(md) = &head.metadata {
             if md.encoded_len() > self.peer.max_metadata_size as usize {
@@ -217,7 +219,7 @@ impl<M: prost::Message> Encoder<Open<'_, M>> for RpcEncoder {
         }
         self.last = head.method;
         put_small!(dst, body + tram_wire::MAX_HEADER_LEN, |w| {
-            encode_call_header(w, &head, len);
+            encode_call_header_sized(w, head, len, body);
             if let Some(m) = item.msg {
                 m.encode_raw(w);
             }

@@ -178,8 +178,13 @@ impl ClientConn {
         // by one read, most likely), so the call is queued for the writer
         // task's next batch: one write for them all.
         let mut handle = Arc::clone(self).handle(id);
-        let head = call_head(id, end_stream, timeout, metadata);
-        match self.out.send_hinted(Open { path, head, msg }, alone).await {
+        let mut head = call_head(id, end_stream, timeout, metadata);
+        let open = Open {
+            path,
+            head: &mut head,
+            msg,
+        };
+        match self.out.send_hinted(open, alone).await {
             Ok(()) => {
                 handle.sent = true;
                 Ok(handle)
@@ -218,10 +223,10 @@ impl ClientConn {
         // The handle takes over the caller's reference to the connection
         // (a reference count is a line every caller's thread shares).
         let mut handle = self.handle(id);
-        let head = call_head(id, true, timeout, metadata);
+        let mut head = call_head(id, true, timeout, metadata);
         let open = Open {
             path,
-            head,
+            head: &mut head,
             msg: Some(msg),
         };
         match handle.conn.out.try_push(open, alone) {
@@ -230,8 +235,8 @@ impl ClientConn {
                 Ok(handle)
             }
             // Dropping the unsent handle frees the entry.
-            Err(conn::TrySendError::Full(open)) => {
-                Err(NotOpened::Later(open.head.metadata.unwrap_or_default()))
+            Err(conn::TrySendError::Full(_)) => {
+                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
             }
             Err(conn::TrySendError::Encode(e)) => Err(NotOpened::Failed(
                 Status::resource_exhausted(format!("request not sent: {e}")),
