@@ -9,7 +9,8 @@
 //!   against tonic, protosocket-rpc, a raw-TCP floor and tram's gRPC
 //!   gateway; `rate`: open-loop unary load at fixed rates, latency from
 //!   intended send times, the highest rate each system holds at p99.9 <
-//!   1 ms / 5 ms; `stream`: message streams and server streaming.
+//!   1 ms / 5 ms (over one connection or many); `fanin`: one server, many
+//!   client connections; `stream`: message streams and server streaming.
 //! - `systems`: what is measured, named by `System`: each system's server
 //!   and clients.
 //! - `runner`: server child processes, pinning, CPU accounting, the
@@ -46,6 +47,9 @@ enum Command {
     Rate(bench::rate::Args),
     /// Streaming over one loopback connection: messages per second.
     Stream(bench::stream::Args),
+    /// One server, many client connections (spread over client threads):
+    /// calls/s and CPU per call as the connections grow.
+    Fanin(bench::fanin::Args),
     /// A fixed number of unary calls in one thread, client and server in
     /// this process: run it under callgrind for instructions per call.
     Instructions(bench::instructions::Args),
@@ -77,9 +81,10 @@ fn main() -> anyhow::Result<()> {
         Command::Compare(args) => bench::compare::run(&args),
         Command::Rate(args) => bench::rate::run(&args),
         Command::Stream(args) => bench::stream::run(&args),
+        Command::Fanin(args) => bench::fanin::run(&args),
         Command::Instructions(args) => bench::instructions::run(&args),
         Command::Serve(a) => runner::serve_child(a.cpu, a.workers, |listener| {
-            systems::serve(a.workload, a.system, listener)
+            systems::serve(a.workload, a.system, listener, a.workers)
         }),
     }
 }

@@ -934,3 +934,40 @@ async fn leading_metadata_reaches_the_client() {
     }
     assert_eq!(rest, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thread_per_core_serves_every_connection_and_drains() {
+    let (addr, stop, task) = start(echo_service().threads(2).build()).await;
+    // Connections of their own, spread over the server's two threads.
+    let mut callers = tokio::task::JoinSet::new();
+    for c in 0..6u64 {
+        let ch = Channel::new(addr.to_string());
+        callers.spawn(async move {
+            for i in 0..50 {
+                let r: Response<Echo> = ch
+                    .unary("/test.Echo/Say", Request::new(echo(c * 1000 + i)))
+                    .await
+                    .unwrap();
+                assert_eq!(r.get_ref().id, c * 1000 + i);
+            }
+        });
+    }
+    within(20, "calls on every connection", async {
+        while let Some(r) = callers.join_next().await {
+            r.unwrap();
+        }
+    })
+    .await;
+    // A graceful stop lets a call in flight finish.
+    let ch = Channel::new(addr.to_string());
+    ch.ready().await.unwrap();
+    let slow = tokio::spawn(async move {
+        ch.unary::<_, Echo>("/test.Echo/Sleep", Request::new(echo(200)))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(stop);
+    let answered = within(10, "the call in flight", slow).await.unwrap();
+    assert_eq!(answered.unwrap().get_ref().id, 200);
+    within(10, "the server's end", task).await.unwrap();
+}

@@ -7,16 +7,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::report::results::{CompareReport, Setting, SystemResult};
-use crate::report::{Machine, Percentiles, Summary, si, write_json};
-use crate::runner::latency::{Hist, new_hist};
+use super::closed::{self, Sample};
+use crate::report::results::{CompareReport, Setting};
+use crate::report::{Machine, si, write_json};
+use crate::runner::latency::Hist;
 use crate::runner::load::{Load, static_payload};
 use crate::runner::{Counts, ProcArgs, Server, client_runtime, measure_window};
 use crate::systems::{self, System, UnaryClient, Workload};
 
 /// What `compare` runs.
-const SYSTEMS: [System; 5] = [
+const SYSTEMS: [System; 6] = [
     System::Tram,
+    System::TramCores,
     System::Tonic,
     System::Protosocket,
     System::Floor,
@@ -53,13 +55,6 @@ pub(crate) struct Args {
     pub(crate) proc: ProcArgs,
 }
 
-struct Sample {
-    rate: f64,
-    client_us: f64,
-    server_us: f64,
-    latency: Hist,
-}
-
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     systems::check("compare", &args.systems, &SYSTEMS)?;
     let servers = args
@@ -90,8 +85,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                     samples[i].push(s);
                 }
             }
-            print_table(args, payload, c, &samples);
-            results.push(setting(args, payload, c, &samples));
+            println!("\n{payload}-byte payload, {c} calls in flight:\n");
+            let systems = closed::results(&args.systems, &samples);
+            closed::print_table(&systems);
+            results.push(Setting {
+                payload,
+                concurrency: c,
+                systems,
+            });
         }
     }
     let report = CompareReport {
@@ -108,98 +109,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     crate::report::chart::compare(&svg, &report)?;
     println!("\nwrote {} and {}", json.display(), svg.display());
     Ok(())
-}
-
-/// The figures of one setting, from every system's samples.
-fn setting(args: &Args, payload: usize, c: usize, samples: &[Vec<Sample>]) -> Setting {
-    let tram = args.systems.iter().position(|&s| s == System::Tram);
-    let systems = args
-        .systems
-        .iter()
-        .enumerate()
-        .map(|(i, system)| {
-            let rates: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
-            let mut all = new_hist();
-            for s in &samples[i] {
-                let _ = all.add(&s.latency);
-            }
-            let tram_ratio = tram.filter(|&t| t != i).map(|t| {
-                let r: Vec<f64> = samples[t]
-                    .iter()
-                    .zip(&samples[i])
-                    .map(|(a, b)| a.rate / b.rate)
-                    .collect();
-                Summary::of(&r)
-            });
-            SystemResult {
-                system: *system,
-                rate: Summary::of(&rates),
-                rates,
-                latency: Percentiles::of(&all),
-                client_cpu_us: Summary::of(
-                    &samples[i].iter().map(|s| s.client_us).collect::<Vec<_>>(),
-                ),
-                server_cpu_us: Summary::of(
-                    &samples[i].iter().map(|s| s.server_us).collect::<Vec<_>>(),
-                ),
-                tram_ratio,
-            }
-        })
-        .collect();
-    Setting {
-        payload,
-        concurrency: c,
-        systems,
-    }
-}
-
-fn print_table(args: &Args, payload: usize, c: usize, samples: &[Vec<Sample>]) {
-    println!("\n{payload}-byte payload, {c} calls in flight:\n");
-    println!(
-        "| system | calls/s (median) | range | p50 µs | p99 µs | p99.9 µs | max µs | client CPU µs/call | server CPU µs/call |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for (i, system) in args.systems.iter().enumerate() {
-        let rate = Summary::of(&samples[i].iter().map(|s| s.rate).collect::<Vec<_>>());
-        let cu = Summary::of(&samples[i].iter().map(|s| s.client_us).collect::<Vec<_>>());
-        let su = Summary::of(&samples[i].iter().map(|s| s.server_us).collect::<Vec<_>>());
-        let mut all = new_hist();
-        for s in &samples[i] {
-            let _ = all.add(&s.latency);
-        }
-        let us = |q: f64| all.value_at_quantile(q) as f64 / 1e3;
-        println!(
-            "| {system} | {} | {}–{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |",
-            si(rate.median),
-            si(rate.min),
-            si(rate.max),
-            us(0.5),
-            us(0.99),
-            us(0.999),
-            all.max() as f64 / 1e3,
-            cu.median,
-            su.median
-        );
-    }
-    let Some(tram) = args.systems.iter().position(|&s| s == System::Tram) else {
-        return;
-    };
-    println!("\n| ratio (per round, then median) | calls/s | range |\n|---|---|---|");
-    for (i, system) in args.systems.iter().enumerate() {
-        if i == tram {
-            continue;
-        }
-        let r: Vec<f64> = samples[tram]
-            .iter()
-            .zip(&samples[i])
-            .map(|(a, b)| a.rate / b.rate)
-            .collect();
-        let q = Summary::of(&r);
-        println!(
-            "| tram / {system} | {:.2}x | {:.2}–{:.2}x |",
-            q.median, q.min, q.max
-        );
-    }
 }
 
 async fn measure(

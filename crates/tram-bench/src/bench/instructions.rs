@@ -46,7 +46,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let server = tokio::spawn(systems::serve(Workload::Unary, System::Tram, listener));
+        let server = tokio::spawn(systems::serve(Workload::Unary, System::Tram, listener, 1));
         let client = UnaryClient::connect(System::Tram, addr).await?;
         let payload = Bytes::from(vec![0xab; args.payload]);
         call_n(&client, args.warmup, args.concurrency, &payload).await?;

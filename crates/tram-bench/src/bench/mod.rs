@@ -2,12 +2,17 @@
 //! writes its results (`report`).
 //!
 //! - `compare`: closed-loop unary echo, `C` calls in flight.
+//! - `fanin`: closed-loop unary echo from many client connections to one
+//!   server.
+//! - `closed`: the figures and tables both closed-loop benchmarks share.
 //! - `rate`: open-loop unary echo at a sweep of fixed rates.
 //! - `stream`: message streams and RPC streams.
 //! - `instructions`: a fixed amount of unary work in one thread, for
 //!   instruction counts under callgrind.
 
+mod closed;
 pub(crate) mod compare;
+pub(crate) mod fanin;
 pub(crate) mod instructions;
 pub(crate) mod rate;
 pub(crate) mod stream;

@@ -33,7 +33,12 @@ use crate::runner::{ProcArgs, Server, client_runtime, pid_cpu, self_cpu};
 use crate::systems::{self, System, UnaryClient, Workload};
 
 /// What `rate` runs.
-const SYSTEMS: [System; 3] = [System::Tram, System::Tonic, System::Protosocket];
+const SYSTEMS: [System; 4] = [
+    System::Tram,
+    System::TramCores,
+    System::Tonic,
+    System::Protosocket,
+];
 
 /// Options of `tram-bench rate`.
 #[derive(clap::Args, Debug, Clone)]
@@ -66,6 +71,11 @@ pub(crate) struct Args {
     /// Rounds of the whole sweep; each point is the median over rounds.
     #[arg(long, default_value_t = 3)]
     pub(crate) rounds: usize,
+    /// Client connections the calls are spread over, in turn (the
+    /// open-loop form of `fanin`): each its own client, all on the client
+    /// runtime.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) connections: usize,
     /// Most calls one client keeps outstanding; calls due beyond it wait
     /// (and that wait counts in their latency).
     #[arg(long, default_value_t = 32_768)]
@@ -143,8 +153,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let rt = client_runtime(&args.proc)?;
     println!(
-        "open-loop unary echo: {} B, rates {}, {}s per point, {} round(s), {}",
+        "open-loop unary echo: {} B, {} connection(s), rates {}, {}s per point, {} round(s), {}",
         args.payload,
+        args.connections.max(1),
         args.rates
             .iter()
             .map(|r| si(*r as f64))
@@ -206,6 +217,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine: Machine::this(),
         proc: args.proc.clone(),
+        connections: args.connections.max(1),
         payload: args.payload,
         secs: args.secs,
         rounds: args.rounds,
@@ -322,7 +334,8 @@ fn print_tables(systems: &[SystemSweep]) {
 
 /// Counters of one step, shared by the dispatcher and the calls.
 struct StepState {
-    client: UnaryClient,
+    /// One per connection; call `i` goes to `clients[i % len]`.
+    clients: Vec<UnaryClient>,
     payload: Bytes,
     epoch: Instant,
     schedule: Schedule,
@@ -339,7 +352,7 @@ impl StepState {
     async fn one(self: Arc<Self>, i: u64) {
         let intended = self.schedule.intended(i);
         let id = i + 1;
-        let mut client = self.client.clone();
+        let mut client = self.clients[(i % self.clients.len() as u64) as usize].clone();
         let ok = matches!(client.call(id, self.payload.clone()).await, Ok(got) if got == id);
         let done = self.epoch.elapsed().as_nanos() as u64;
         let (start, end) = self.window;
@@ -367,13 +380,17 @@ async fn step(
     rate: u64,
     args: &Args,
 ) -> anyhow::Result<RoundResult> {
-    let client = UnaryClient::connect(system, server.addr())
-        .await
-        .with_context(|| format!("{system}: connecting"))?;
+    let mut clients = Vec::with_capacity(args.connections.max(1));
+    for _ in 0..args.connections.max(1) {
+        let client = UnaryClient::connect(system, server.addr())
+            .await
+            .with_context(|| format!("{system}: connecting"))?;
+        clients.push(client);
+    }
     let warm = (args.warmup * 1e9) as u64;
     let end = warm + (args.secs * 1e9) as u64;
     let state = Arc::new(StepState {
-        client,
+        clients,
         payload: Bytes::from(vec![0xab; args.payload]),
         epoch: Instant::now(),
         schedule: Schedule::new(rate),

@@ -48,6 +48,7 @@ pub(crate) struct RateReport {
     pub(crate) command: String,
     pub(crate) machine: Machine,
     pub(crate) proc: ProcArgs,
+    pub(crate) connections: usize,
     pub(crate) payload: usize,
     pub(crate) secs: f64,
     pub(crate) rounds: usize,
@@ -111,4 +112,26 @@ pub(crate) struct StreamRow {
     /// (per round, then summarised).
     pub(crate) floor: System,
     pub(crate) of_floor: Option<Summary>,
+}
+
+/// The result file of `fanin`.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct FaninReport {
+    pub(crate) bench: &'static str,
+    pub(crate) command: String,
+    pub(crate) machine: Machine,
+    pub(crate) proc: ProcArgs,
+    pub(crate) client_threads: usize,
+    pub(crate) per_connection: usize,
+    pub(crate) payload: usize,
+    pub(crate) rounds: usize,
+    pub(crate) secs: f64,
+    pub(crate) settings: Vec<FaninSetting>,
+}
+
+/// One number of client connections: every system's figures.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct FaninSetting {
+    pub(crate) connections: usize,
+    pub(crate) systems: Vec<SystemResult>,
 }

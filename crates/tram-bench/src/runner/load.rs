@@ -60,6 +60,19 @@ impl Caller {
 }
 
 impl Load {
+    /// The bookkeeping of caller `index` (of `c`), recording into `hist`:
+    /// for a load whose callers are spawned elsewhere than by
+    /// [`Load::callers`].
+    pub(crate) fn caller(&self, index: usize, hist: Arc<parking_lot::Mutex<Hist>>) -> Caller {
+        Caller {
+            index,
+            load: self.clone(),
+            rec: Recorder::new(hist),
+            id: (index as u64) << 40,
+            began: Instant::now(),
+        }
+    }
+
     /// Runs `c` callers until stopped and merges their histograms. `caller`
     /// builds each one's loop: it takes its own client handle once, then
     /// calls through [`Caller`].
@@ -71,13 +84,7 @@ impl Load {
         let hist = Arc::new(parking_lot::Mutex::new(new_hist()));
         let mut tasks = Vec::new();
         for t in 0..self.c {
-            tasks.push(tokio::spawn(caller(Caller {
-                index: t,
-                load: self.clone(),
-                rec: Recorder::new(hist.clone()),
-                id: (t as u64) << 40,
-                began: Instant::now(),
-            })));
+            tasks.push(tokio::spawn(caller(self.caller(t, hist.clone()))));
         }
         for t in tasks {
             t.await??;

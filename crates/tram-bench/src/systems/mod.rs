@@ -37,6 +37,9 @@ pub(crate) enum System {
     TramRpc,
     /// tram's server behind its gRPC gateway, called by tonic's client.
     TramGrpc,
+    /// tram with its server in thread-per-core mode (`ServerBuilder::threads`
+    /// with as many threads as the server's `--workers`).
+    TramCores,
     /// tonic 0.14, gRPC over HTTP/2.
     Tonic,
     /// protosocket-rpc 2.0.2 (unary, or server streaming for `stream`).
@@ -64,6 +67,7 @@ impl System {
             System::TramOwned => "tram-owned",
             System::TramRpc => "tram-rpc",
             System::TramGrpc => "tram-grpc",
+            System::TramCores => "tram-cores",
             System::Tonic => "tonic",
             System::Protosocket => "protosocket",
             System::Floor => "floor",
@@ -97,15 +101,20 @@ pub(crate) fn check(bench: &str, systems: &[System], supported: &[System]) -> an
     Ok(())
 }
 
-/// Serves `system`'s `workload` on `listener` until aborted.
+/// Serves `system`'s `workload` on `listener` until aborted; `threads` is
+/// the server process's share of threads (its runtime's workers).
 pub(crate) async fn serve(
     workload: Workload,
     system: System,
     listener: TcpListener,
+    threads: usize,
 ) -> anyhow::Result<()> {
     match (workload, system) {
-        (Workload::Unary, System::Tram) => tram::serve_unary(listener, false).await,
-        (Workload::Unary, System::TramGrpc) => tram::serve_unary(listener, true).await,
+        (Workload::Unary, System::Tram) => tram::serve_unary(listener, false, None).await,
+        (Workload::Unary, System::TramGrpc) => tram::serve_unary(listener, true, None).await,
+        (Workload::Unary, System::TramCores) => {
+            tram::serve_unary(listener, false, Some(threads)).await
+        }
         (Workload::Unary, System::Tonic) => tonic::serve(listener).await,
         (Workload::Unary | Workload::Stream, System::Protosocket) => {
             protosocket::serve(listener).await
@@ -134,7 +143,11 @@ impl UnaryClient {
     /// tonic's client against tram's gateway).
     pub(crate) async fn connect(system: System, addr: SocketAddr) -> anyhow::Result<UnaryClient> {
         Ok(match system {
-            System::Tram => UnaryClient::Tram(::tram::Channel::new(addr.to_string())),
+            // Connected now, as the others are: a first call must not
+            // wait for its connection inside the measured window.
+            System::Tram | System::TramCores => {
+                UnaryClient::Tram(::tram::Channel::connect(addr.to_string()).await?)
+            }
             System::Tonic | System::TramGrpc => UnaryClient::Tonic(tonic::client(addr).await?),
             System::Protosocket => {
                 UnaryClient::Protosocket(protosocket::Client::connect(addr).await?)

@@ -13,15 +13,22 @@ use tram::{Request, Response, Server};
 use super::echo::{EchoMessage, PATH, STREAM_PATH};
 use crate::runner::flow::{Counter, Window};
 
-/// Serves the unary echo (behind the gRPC gateway too, with `gateway`)
-/// until aborted.
-pub(super) async fn serve_unary(listener: TcpListener, gateway: bool) -> anyhow::Result<()> {
-    let server = Server::builder()
+/// Serves the unary echo (behind the gRPC gateway too, with `gateway`; on
+/// threads of its own, with `cores`) until aborted.
+pub(super) async fn serve_unary(
+    listener: TcpListener,
+    gateway: bool,
+    cores: Option<usize>,
+) -> anyhow::Result<()> {
+    let mut builder = Server::builder()
         .max_concurrent_calls(65_536)
         .unary(PATH, |req: Request<EchoMessage>| async move {
             Ok(Response::new(req.into_inner()))
-        })
-        .build();
+        });
+    if let Some(n) = cores {
+        builder = builder.threads(n);
+    }
+    let server = builder.build();
     let server = if gateway {
         tram_grpc::with_gateway(server)
     } else {

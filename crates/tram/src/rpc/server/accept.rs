@@ -10,8 +10,10 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::super::transport::{self, Accepted};
+use super::Server;
 use super::calls::Peer;
-use super::{Server, driver};
+use super::cores::Cores;
+use super::driver::{self, AbortOnDrop};
 use crate::conn::Listener;
 
 pub(super) async fn serve_listener(
@@ -23,6 +25,7 @@ pub(super) async fn serve_listener(
     let mut conns = tokio::task::JoinSet::new();
     let mut signal = pin!(signal);
     let config = server.config.clone();
+    let cores = config.threads.map(Cores::start).transpose()?;
     loop {
         tokio::select! {
             () = &mut signal => break,
@@ -35,11 +38,31 @@ pub(super) async fn serve_listener(
                         continue;
                     }
                     let (server, stop) = (server.clone(), stop_rx.clone());
-                    conns.spawn(async move {
-                        if let Err(e) = serve_tcp(server, stream, peer, stop).await {
-                            tracing::debug!(%peer, error = %e, "connection closed");
+                    match &cores {
+                        None => {
+                            conns.spawn(serve_tcp(server, stream, peer, stop));
                         }
-                    });
+                        Some(cores) => {
+                            // Moved to the core's runtime: registered there
+                            // anew, and waited for (or aborted) from here.
+                            let stream = match stream.into_std() {
+                                Ok(s) => s,
+                                Err(e) => {
+                                    tracing::warn!(%peer, error = %e, "handing a connection over failed");
+                                    continue;
+                                }
+                            };
+                            let task = cores.spawn(async move {
+                                match TcpStream::from_std(stream) {
+                                    Ok(stream) => serve_tcp(server, stream, peer, stop).await,
+                                    Err(e) => tracing::warn!(%peer, error = %e, "taking a connection over failed"),
+                                }
+                            });
+                            conns.spawn(async move {
+                                let _ = AbortOnDrop(task).await;
+                            });
+                        }
+                    }
                 }
                 Err(e) => {
                     // EMFILE and friends: back off briefly, keep serving.
@@ -58,11 +81,24 @@ pub(super) async fn serve_listener(
     if drained.is_err() {
         conns.abort_all();
     }
+    // The connections on the cores are done or aborted: stop the threads.
+    drop(cores);
     Ok(())
 }
 
 /// Serves one accepted TCP connection: tram, or the gateway's protocol.
 async fn serve_tcp(
+    server: Server,
+    stream: TcpStream,
+    addr: std::net::SocketAddr,
+    stop: watch::Receiver<bool>,
+) {
+    if let Err(e) = serve_tcp_inner(server, stream, addr, stop).await {
+        tracing::debug!(peer = %addr, error = %e, "connection closed");
+    }
+}
+
+async fn serve_tcp_inner(
     server: Server,
     stream: TcpStream,
     addr: std::net::SocketAddr,

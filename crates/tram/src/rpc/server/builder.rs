@@ -45,6 +45,8 @@ pub(crate) struct ServerConfig {
     pub(crate) interceptor: Option<ServerInterceptor>,
     pub(crate) tls: Option<ServerTls>,
     pub(crate) spawn_handlers: bool,
+    /// Thread per core: connections run on this many threads of their own.
+    pub(crate) threads: Option<usize>,
     pub(crate) tcp: TcpConfig,
     pub(crate) conn: conn::Config,
 }
@@ -61,6 +63,7 @@ impl Default for ServerConfig {
             interceptor: None,
             tls: None,
             spawn_handlers: false,
+            threads: None,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
         }
@@ -229,6 +232,21 @@ impl ServerBuilder {
     /// stops its handler (the task is aborted).
     pub fn spawn_handlers(mut self, on: bool) -> Self {
         self.config.spawn_handlers = on;
+        self
+    }
+
+    /// Runs connections on `n` threads of the server's own, each with a
+    /// single-threaded tokio runtime (thread per core; `n` is usually the
+    /// number of cores), instead of on the runtime that serves (default).
+    /// Each accepted connection goes to the thread with the fewest; it,
+    /// its handlers and its writer then stay on that thread, so that
+    /// nothing a call does moves between threads. Handlers that
+    /// `tokio::spawn` spawn onto their connection's thread; CPU-heavy work
+    /// belongs on `spawn_blocking` or another runtime. Applies to
+    /// [`Server::serve`] and its variants, not to
+    /// [`Server::serve_connection`].
+    pub fn threads(mut self, n: usize) -> Self {
+        self.config.threads = Some(n.max(1));
         self
     }
 

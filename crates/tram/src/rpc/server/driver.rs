@@ -266,8 +266,9 @@ fn spawned(fut: BoxFuture) -> BoxFuture {
     })
 }
 
-/// A spawned handler's task, aborted if the call is cancelled (dropped).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+/// A spawned task, aborted when this handle is dropped (a spawned handler
+/// whose call is cancelled; a connection on a core when the server stops).
+pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
 
 impl Future for AbortOnDrop {
     type Output = Result<(), tokio::task::JoinError>;

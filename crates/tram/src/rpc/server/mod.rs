@@ -6,6 +6,8 @@
 //! - `handler`: how a method's handler answers a call ([`MethodKind`]).
 //! - `accept`: the accept loop, telling tram from a gateway's protocol by
 //!   the first byte, and graceful shutdown.
+//! - `cores`: thread per core: connections spread over threads of their
+//!   own, each with a single-threaded runtime.
 //! - `driver`: one connection's task: frames in, handlers polled, timers.
 //! - `calls`: the call table as pure code (frames in, actions out).
 //! - `local`: one unary call run in the caller's task, for gateways.
@@ -13,6 +15,7 @@
 mod accept;
 mod builder;
 mod calls;
+mod cores;
 mod driver;
 mod handler;
 mod local;

@@ -1,0 +1,87 @@
+//! What the closed-loop benchmarks (`compare`, `fanin`) share: a round's
+//! sample of one system, and the figures and table of a setting over the
+//! rounds, with tram's ratio to each system taken per round.
+
+use crate::report::results::SystemResult;
+use crate::report::{Percentiles, Summary, si};
+use crate::runner::latency::{Hist, new_hist};
+use crate::systems::System;
+
+/// One round of one system.
+pub(crate) struct Sample {
+    pub(crate) rate: f64,
+    pub(crate) client_us: f64,
+    pub(crate) server_us: f64,
+    pub(crate) latency: Hist,
+}
+
+/// Every system's figures over the rounds (`samples[i]` are `systems[i]`'s).
+pub(crate) fn results(systems: &[System], samples: &[Vec<Sample>]) -> Vec<SystemResult> {
+    let tram = systems.iter().position(|&s| s == System::Tram);
+    systems
+        .iter()
+        .enumerate()
+        .map(|(i, &system)| {
+            let rates: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
+            let mut all = new_hist();
+            for s in &samples[i] {
+                let _ = all.add(&s.latency);
+            }
+            let tram_ratio = tram.filter(|&t| t != i).map(|t| {
+                let r: Vec<f64> = samples[t]
+                    .iter()
+                    .zip(&samples[i])
+                    .map(|(a, b)| a.rate / b.rate)
+                    .collect();
+                Summary::of(&r)
+            });
+            let of =
+                |f: fn(&Sample) -> f64| Summary::of(&samples[i].iter().map(f).collect::<Vec<_>>());
+            SystemResult {
+                system,
+                rate: Summary::of(&rates),
+                rates,
+                latency: Percentiles::of(&all),
+                client_cpu_us: of(|s| s.client_us),
+                server_cpu_us: of(|s| s.server_us),
+                tram_ratio,
+            }
+        })
+        .collect()
+}
+
+/// Prints a setting's figures, then tram's ratios.
+pub(crate) fn print_table(results: &[SystemResult]) {
+    println!(
+        "| system | calls/s (median) | range | p50 µs | p99 µs | p99.9 µs | max µs | client CPU µs/call | server CPU µs/call |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for r in results {
+        let l = &r.latency;
+        println!(
+            "| {} | {} | {}–{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |",
+            r.system,
+            si(r.rate.median),
+            si(r.rate.min),
+            si(r.rate.max),
+            l.p50_us,
+            l.p99_us,
+            l.p999_us,
+            l.max_us,
+            r.client_cpu_us.median,
+            r.server_cpu_us.median
+        );
+    }
+    if !results.iter().any(|r| r.tram_ratio.is_some()) {
+        return;
+    }
+    println!("\n| ratio (per round, then median) | calls/s | range |\n|---|---|---|");
+    for r in results {
+        if let Some(q) = r.tram_ratio {
+            println!(
+                "| tram / {} | {:.2}x | {:.2}–{:.2}x |",
+                r.system, q.median, q.min, q.max
+            );
+        }
+    }
+}
