@@ -145,7 +145,7 @@ async fn a_codec_that_never_completes_is_bounded_by_the_connection() {
     }
     impl tram::conn::Encoder<Bytes> for Greedy {
         type Error = std::io::Error;
-        fn encode(&mut self, _: Bytes, _: &mut bytes::BytesMut) -> Result<(), std::io::Error> {
+        fn encode(&mut self, _: Bytes, _: &mut tram::conn::WriteBuf) -> Result<(), std::io::Error> {
             Ok(())
         }
     }

@@ -971,3 +971,38 @@ async fn thread_per_core_serves_every_connection_and_drains() {
     assert_eq!(answered.unwrap().get_ref().id, 200);
     within(10, "the server's end", task).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_payloads_are_written_by_reference_and_arrive_whole() {
+    // Sizes around the splice threshold and far past it, interleaved with
+    // small ones, many calls at once: every byte must come back in place.
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::new(addr.to_string());
+    let sizes = [0, 100, 4095, 4096, 4097, 70_000, 1 << 20];
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..140u64 {
+        let ch = ch.clone();
+        let size = sizes[i as usize % sizes.len()];
+        calls.spawn(async move {
+            let payload: Bytes = (0..size).map(|k| (k as u64 * 31 + i) as u8).collect();
+            let r: Response<Echo> = ch
+                .unary(
+                    "/test.Echo/Say",
+                    Request::new(Echo {
+                        id: i,
+                        payload: payload.clone(),
+                    }),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.get_ref().id, i);
+            assert_eq!(r.get_ref().payload, payload, "call {i}, {size} bytes");
+        });
+    }
+    within(30, "large calls", async {
+        while let Some(r) = calls.join_next().await {
+            r.unwrap();
+        }
+    })
+    .await;
+}

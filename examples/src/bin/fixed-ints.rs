@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use bytes::{Buf, BufMut, BytesMut};
-use tram::conn::{self, Config, Connection, Decoder, Encoder, TcpConfig};
+use tram::conn::{self, Config, Connection, Decoder, Encoder, TcpConfig, WriteBuf};
 
 /// Big-endian `u32`s back to back. Any 4 bytes are a valid message, so
 /// the decoder can never fail or wait on garbage for more than 3 bytes.
@@ -26,7 +26,7 @@ impl Decoder for U32Codec {
 impl Encoder<u32> for U32Codec {
     type Error = std::convert::Infallible;
 
-    fn encode(&mut self, item: u32, dst: &mut BytesMut) -> Result<(), Self::Error> {
+    fn encode(&mut self, item: u32, dst: &mut WriteBuf) -> Result<(), Self::Error> {
         dst.put_u32(item);
         Ok(())
     }

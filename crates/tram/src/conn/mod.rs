@@ -27,12 +27,15 @@
 //! - Writing: [`Sender::send`] encodes into one shared buffer bounded by
 //!   [`Config::max_queued_bytes`]; a writer task (one per connection) writes
 //!   all that is queued with one `write`, when the [`FlushPolicy`] says so.
+//!   Payloads of [`SPLICE_MIN`] bytes or more put as `Bytes` are written by
+//!   reference ([`WriteBuf`]), with `writev`.
 
 mod codec;
 mod error;
 mod inbound;
 mod net;
 mod outbound;
+mod writebuf;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -45,6 +48,7 @@ pub use inbound::{Batch, Inbound};
 pub use net::{Listener, TcpConfig, connect};
 pub(crate) use outbound::channel as outbound_channel;
 pub use outbound::{Cork, FlushPolicy, Sender};
+pub use writebuf::{SPLICE_MIN, WriteBuf};
 
 /// Buffer sizes, bounds and the flush policy of a connection.
 #[derive(Debug, Clone, Copy)]

@@ -10,7 +10,7 @@ use tram_wire::{
     encode_call_header_sized, encode_message_header, encode_message_header_with_metadata, preface,
 };
 
-use crate::conn::{Decoder, Encoder};
+use crate::conn::{Decoder, Encoder, WriteBuf};
 
 /// Why an outgoing frame could not be encoded. Nothing of it is queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,12 +84,13 @@ const SMALL_FRAME: usize = 1024;
 /// Larger frames are written straight into `dst`.
 macro_rules! put_small {
     ($dst:expr, $max:expr, |$w:ident| $write:block) => {{
-        let (dst, max): (&mut BytesMut, usize) = ($dst, $max);
+        let (dst, max): (&mut WriteBuf, usize) = ($dst, $max);
         if max > SMALL_FRAME {
             dst.reserve(max);
             let $w = &mut *dst;
             $write
         } else {
+            let dst = dst.bytes_mut();
             let start = dst.len();
             dst.resize(start + max, 0);
             let mut slice: &mut [u8] = &mut dst[start..];
@@ -108,7 +109,7 @@ pub(crate) struct Hello(pub(crate) Settings);
 
 impl Encoder<Hello> for RpcEncoder {
     type Error = EncodeError;
-    fn encode(&mut self, item: Hello, dst: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode(&mut self, item: Hello, dst: &mut WriteBuf) -> Result<(), EncodeError> {
         dst.extend_from_slice(&preface::PREFACE);
         Frame::Settings(item.0).encode(dst);
         Ok(())
@@ -118,7 +119,7 @@ impl Encoder<Hello> for RpcEncoder {
 /// A control frame (END, CANCEL, CREDIT, PING, GOAWAY).
 impl Encoder<Frame> for RpcEncoder {
     type Error = EncodeError;
-    fn encode(&mut self, item: Frame, dst: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode(&mut self, item: Frame, dst: &mut WriteBuf) -> Result<(), EncodeError> {
         let len = item.encoded_len();
         self.check(len.saturating_sub(tram_wire::MAX_HEADER_LEN))?;
         dst.reserve(len);
@@ -138,7 +139,7 @@ pub(crate) struct Msg<'a, M> {
 
 impl<M: prost::Message> Encoder<Msg<'_, M>> for RpcEncoder {
     type Error = EncodeError;
-    fn encode(&mut self, item: Msg<'_, M>, dst: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode(&mut self, item: Msg<'_, M>, dst: &mut WriteBuf) -> Result<(), EncodeError> {
         let len = item.msg.encoded_len();
         if let Some(md) = item.metadata {
             let md_len = md.encoded_len();
@@ -180,7 +181,7 @@ pub(crate) struct Open<'a, M> {
 
 impl<M: prost::Message> Encoder<Open<'_, M>> for RpcEncoder {
     type Error = EncodeError;
-    fn encode(&mut self, item: Open<'_, M>, dst: &mut BytesMut) -> Result<(), EncodeError> {
+    fn encode(&mut self, item: Open<'_, M>, dst: &mut WriteBuf) -> Result<(), EncodeError> {
         let head = item.head;
         let len = item.msg.map(prost::Message::encoded_len);
         if let Some(md) = &head.metadata {

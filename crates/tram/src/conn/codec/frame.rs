@@ -1,5 +1,6 @@
 //! tram protocol frames as a message-stream codec.
 
+use crate::conn::WriteBuf;
 use bytes::BytesMut;
 use tram_wire::{Frame, FrameDecoder};
 
@@ -39,7 +40,7 @@ impl Decoder for FrameCodec {
 impl Encoder<Frame> for FrameCodec {
     type Error = std::convert::Infallible;
 
-    fn encode(&mut self, item: Frame, dst: &mut BytesMut) -> Result<(), Self::Error> {
+    fn encode(&mut self, item: Frame, dst: &mut WriteBuf) -> Result<(), Self::Error> {
         self.encode(&item, dst)
     }
 }
@@ -47,7 +48,7 @@ impl Encoder<Frame> for FrameCodec {
 impl Encoder<&Frame> for FrameCodec {
     type Error = std::convert::Infallible;
 
-    fn encode(&mut self, item: &Frame, dst: &mut BytesMut) -> Result<(), Self::Error> {
+    fn encode(&mut self, item: &Frame, dst: &mut WriteBuf) -> Result<(), Self::Error> {
         dst.reserve(item.encoded_len());
         item.encode(dst);
         Ok(())

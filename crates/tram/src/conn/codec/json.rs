@@ -1,5 +1,6 @@
 //! Newline-separated JSON messages (serde_json).
 
+use crate::conn::WriteBuf;
 use std::marker::PhantomData;
 
 use bytes::{BufMut, BytesMut};
@@ -106,16 +107,13 @@ impl<In: DeserializeOwned, Out> Decoder for JsonLines<In, Out> {
 impl<In, Out: Serialize> Encoder<Out> for JsonLines<In, Out> {
     type Error = JsonError;
 
-    fn encode(&mut self, item: Out, dst: &mut BytesMut) -> Result<(), JsonError> {
+    fn encode(&mut self, item: Out, dst: &mut WriteBuf) -> Result<(), JsonError> {
         let start = dst.len();
         // serde_json escapes newlines inside strings, so the only raw
-        // newline is the separator.
-        if let Err(e) = serde_json::to_writer(dst.writer(), &item) {
-            dst.truncate(start);
-            return Err(e.into());
-        }
+        // newline is the separator. On an error the queue drops what was
+        // written.
+        serde_json::to_writer(dst.writer(), &item)?;
         if dst.len() - start > self.max_line {
-            dst.truncate(start);
             return Err(JsonError::TooLong { max: self.max_line });
         }
         dst.put_u8(b'\n');
@@ -130,12 +128,12 @@ mod tests {
     #[test]
     fn lines_split_anywhere() {
         let mut enc = JsonLines::<serde_json::Value>::new();
-        let mut wire = BytesMut::new();
+        let mut wire = WriteBuf::default();
         for v in [serde_json::json!({"a": "x\ny"}), serde_json::json!([1, 2])] {
             enc.encode(v, &mut wire).unwrap();
         }
         let mut with_blank = BytesMut::from(&b"\r\n"[..]);
-        with_blank.extend_from_slice(&wire);
+        with_blank.extend_from_slice(wire.contiguous());
         for split in 1..with_blank.len() {
             let mut dec = JsonLines::<serde_json::Value>::new();
             let mut buf = BytesMut::new();

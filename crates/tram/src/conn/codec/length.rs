@@ -1,5 +1,6 @@
 //! Raw messages with a 4-byte big-endian length prefix.
 
+use crate::conn::WriteBuf;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::{DecodeRef, Decoder, Encoder};
@@ -97,7 +98,7 @@ impl DecodeRef for LengthDelimited {
 impl<T: AsRef<[u8]>> Encoder<T> for LengthDelimited {
     type Error = LengthError;
 
-    fn encode(&mut self, item: T, dst: &mut BytesMut) -> Result<(), LengthError> {
+    fn encode(&mut self, item: T, dst: &mut WriteBuf) -> Result<(), LengthError> {
         let msg = item.as_ref();
         if msg.len() > self.max_len {
             return Err(LengthError {
@@ -119,12 +120,13 @@ mod tests {
     #[test]
     fn round_trip_and_limits() {
         let mut c = LengthDelimited::with_max_len(8);
-        let mut buf = BytesMut::new();
-        c.encode(b"hello", &mut buf).unwrap();
-        c.encode(Bytes::new(), &mut buf).unwrap();
-        assert_eq!(&buf[..], b"\0\0\0\x05hello\0\0\0\0");
-        assert!(c.encode(b"123456789", &mut buf).is_err());
-        assert_eq!(buf.len(), 13, "a failed encode leaves the buffer alone");
+        let mut out = WriteBuf::default();
+        c.encode(b"hello", &mut out).unwrap();
+        c.encode(Bytes::new(), &mut out).unwrap();
+        assert_eq!(out.contiguous(), b"\0\0\0\x05hello\0\0\0\0");
+        assert!(c.encode(b"123456789", &mut out).is_err());
+        assert_eq!(out.len(), 13, "a failed encode appends nothing");
+        let mut buf = BytesMut::from(out.contiguous());
         assert_eq!(c.decode(&mut buf).unwrap().unwrap(), &b"hello"[..]);
         assert_eq!(c.decode(&mut buf).unwrap().unwrap(), &b""[..]);
         assert_eq!(c.decode(&mut buf).unwrap(), None);

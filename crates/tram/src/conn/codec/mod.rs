@@ -66,10 +66,13 @@ pub trait Encoder<Item> {
     /// Why a message could not be encoded.
     type Error: std::error::Error + Send + Sync + 'static;
 
-    /// Appends `item` to `dst`. On error, `dst` must be left as it was.
+    /// Appends `item` to `dst`, a [`BufMut`](bytes::BufMut): a large
+    /// `Bytes` put into it is written by reference, without a copy
+    /// ([`WriteBuf`](super::WriteBuf)). On error, whatever the encoder
+    /// appended is dropped.
     ///
     /// # Errors
     ///
     /// When `item` cannot be encoded (for example it exceeds a size limit).
-    fn encode(&mut self, item: Item, dst: &mut BytesMut) -> Result<(), Self::Error>;
+    fn encode(&mut self, item: Item, dst: &mut super::WriteBuf) -> Result<(), Self::Error>;
 }

@@ -1,5 +1,6 @@
 //! Length-delimited protobuf messages (prost).
 
+use crate::conn::WriteBuf;
 use std::marker::PhantomData;
 
 use bytes::{Buf, BufMut, BytesMut};
@@ -105,7 +106,7 @@ impl<In: prost::Message + Default, Out> Decoder for ProstCodec<In, Out> {
 impl<In, Out: prost::Message> Encoder<Out> for ProstCodec<In, Out> {
     type Error = ProstError;
 
-    fn encode(&mut self, item: Out, dst: &mut BytesMut) -> Result<(), ProstError> {
+    fn encode(&mut self, item: Out, dst: &mut WriteBuf) -> Result<(), ProstError> {
         let len = item.encoded_len();
         if len > self.max_len {
             return Err(ProstError::TooLarge {

@@ -1,8 +1,9 @@
 //! The sending half: a byte-bounded queue encoded in place, written by
 //! whoever is free to write.
 //!
-//! Senders encode straight into one shared [`BytesMut`] under a short lock
-//! (no allocation or queue node per message). The transport's write half
+//! Senders encode straight into one shared buffer under a short lock (no
+//! allocation or queue node per message); a large payload is kept by
+//! reference and written in its place (see [`WriteBuf`]). The transport's write half
 //! and the batch being written travel together as a [`Pipe`]; whoever holds
 //! the pipe is the one writer. Under [`FlushPolicy::Immediate`], a sender
 //! that finds the pipe idle takes it and writes the queue itself with a
@@ -145,9 +146,10 @@ impl<E> Sender<E> {
             return Err(TrySendError::Full(item));
         }
         let before = st.queue.len();
+        let mark = st.queue.mark();
         let State { queue, encoder, .. } = &mut *st;
         if let Err(e) = encoder.encode(item, queue) {
-            st.queue.truncate(before);
+            st.queue.rollback(mark);
             return Err(TrySendError::Encode(Error::encode(e)));
         }
         let after = st.queue.len();
@@ -208,10 +210,10 @@ impl<E> Sender<E> {
         let mut failed = None;
         while st.queue.len() < shared.max_queued {
             let Some(item) = items.next() else { break };
-            let before = st.queue.len();
+            let mark = st.queue.mark();
             let State { queue, encoder, .. } = &mut *st;
             if let Err(e) = encoder.encode(item, queue) {
-                st.queue.truncate(before);
+                st.queue.rollback(mark);
                 failed = Some(Error::encode(e));
                 break;
             }
@@ -322,9 +324,10 @@ impl<E> Sender<E> {
             return Err(Error::closed());
         }
         let before = st.queue.len();
+        let mark = st.queue.mark();
         let State { queue, encoder, .. } = &mut *st;
         if let Err(e) = encoder.encode(item, queue) {
-            st.queue.truncate(before);
+            st.queue.rollback(mark);
             return Err(Error::encode(e));
         }
         let after = st.queue.len();

@@ -5,7 +5,6 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use bytes::BytesMut;
 use parking_lot::Mutex;
 use tokio::io::AsyncWrite;
 use tokio::sync::Notify;
@@ -13,6 +12,7 @@ use tokio::time::Instant;
 
 use super::FlushPolicy;
 use crate::conn::error::ErrorKind;
+use crate::conn::writebuf::WriteBuf;
 
 pub(super) type Io = Box<dyn AsyncWrite + Send + Unpin>;
 
@@ -20,7 +20,7 @@ pub(super) type Io = Box<dyn AsyncWrite + Send + Unpin>;
 pub(super) struct Pipe {
     pub(super) io: Io,
     /// Bytes taken from the queue and not yet written.
-    pub(super) out: BytesMut,
+    pub(super) out: WriteBuf,
 }
 
 pub(crate) struct Shared<E> {
@@ -39,7 +39,7 @@ pub(crate) struct Shared<E> {
 }
 
 pub(super) struct State<E> {
-    pub(super) queue: BytesMut,
+    pub(super) queue: WriteBuf,
     pub(super) encoder: E,
     /// Total bytes ever queued.
     pub(super) queued_total: u64,
@@ -200,5 +200,26 @@ impl<E> Shared<E> {
             }
             FlushPolicy::Explicit => WriteDue::Never,
         }
+    }
+}
+
+impl Pipe {
+    /// Writes from the batch: the one buffer with `write`, or its pieces
+    /// (large payloads spliced in) with `writev`; consumes what was written.
+    pub(super) fn poll_write_some(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::pin::Pin;
+        use std::task::{Poll, ready};
+        let n = if self.out.is_contiguous() {
+            ready!(Pin::new(&mut self.io).poll_write(cx, self.out.contiguous()))?
+        } else {
+            let mut slices = [std::io::IoSlice::new(&[]); 64];
+            let k = self.out.chunks(&mut slices);
+            ready!(Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..k]))?
+        };
+        self.out.advance(n);
+        Poll::Ready(Ok(n))
     }
 }

@@ -2,12 +2,10 @@
 //! non-blocking write on its own time), or by the connection's writer task,
 //! which waits for the socket and for work the flush policy says is due.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
-use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
@@ -15,6 +13,7 @@ use tokio::sync::Notify;
 use super::state::{Pipe, Shared, State, Wait, WriteDue};
 use super::{FlushPolicy, Sender};
 use crate::conn::error::{Error, ErrorKind};
+use crate::conn::writebuf::WriteBuf;
 
 impl<E> Shared<E> {
     /// Writes what `pipe` holds without blocking, on the sender's own time,
@@ -27,13 +26,12 @@ impl<E> Shared<E> {
             let mut wrote = 0;
             let mut failed = None;
             while !pipe.out.is_empty() {
-                match Pin::new(&mut pipe.io).poll_write(&mut cx, &pipe.out) {
+                match pipe.poll_write_some(&mut cx) {
                     Poll::Ready(Ok(0)) => {
                         failed = Some(ErrorKind::Io);
                         break;
                     }
                     Poll::Ready(Ok(n)) => {
-                        pipe.out.advance(n);
                         wrote += n;
                     }
                     Poll::Ready(Err(_)) => {
@@ -100,12 +98,12 @@ where
     let (policy, max_queued, buffer) = (config.flush, config.max_queued_bytes, config.buffer_size);
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
-            queue: BytesMut::with_capacity(buffer),
+            queue: WriteBuf::with_capacity(buffer),
             encoder,
             queued_total: 0,
             pipe: Some(Pipe {
                 io: Box::new(io),
-                out: BytesMut::with_capacity(buffer),
+                out: WriteBuf::with_capacity(buffer),
             }),
             writer_idle: true,
             oldest: None,
@@ -163,7 +161,12 @@ async fn write_until_done<E>(shared: &Shared<E>) -> Result<(), Error> {
             return Ok(());
         }
         let n = pipe.out.len();
-        pipe.io.write_all(&pipe.out).await?;
+        while !pipe.out.is_empty() {
+            let wrote = std::future::poll_fn(|cx| pipe.poll_write_some(cx)).await?;
+            if wrote == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
+            }
+        }
         pipe.out.clear();
         shared.written.fetch_add(n as u64, Ordering::Release);
         let waiters = {
