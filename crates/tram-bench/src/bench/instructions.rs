@@ -37,12 +37,19 @@ pub(crate) struct Args {
     /// Payload bytes per call.
     #[arg(long, default_value_t = 16)]
     payload: usize,
+    /// Count messages of one server stream instead of unary calls (`--calls`
+    /// messages after `--warmup`).
+    #[arg(long)]
+    stream: bool,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    if args.stream {
+        return rt.block_on(stream(args));
+    }
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -84,5 +91,44 @@ async fn call_n(client: &UnaryClient, n: u64, c: usize, payload: &Bytes) -> anyh
     for c in callers {
         c.await??;
     }
+    Ok(())
+}
+
+/// Reads `warmup + calls` messages of one tram server stream.
+async fn stream(args: &Args) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(systems::serve(
+        Workload::Stream,
+        System::TramRpc,
+        listener,
+        1,
+    ));
+    let channel = tram::Channel::connect(addr.to_string()).await?;
+    let request = systems::EchoMessage {
+        id: 0,
+        payload: Bytes::from(vec![0xab; args.payload]),
+    };
+    let mut messages = channel
+        .server_streaming::<_, systems::EchoMessage>(
+            systems::STREAM_PATH,
+            tram::Request::new(request),
+        )
+        .await?;
+    for _ in 0..args.warmup {
+        messages.message().await?;
+    }
+    let started = std::time::Instant::now();
+    for _ in 0..args.calls {
+        messages.message().await?;
+    }
+    println!(
+        "{} messages of {} B: {:?}",
+        args.calls,
+        args.payload,
+        started.elapsed()
+    );
+    drop(messages);
+    server.abort();
     Ok(())
 }
