@@ -14,8 +14,8 @@ use http::{HeaderMap, HeaderValue, Request as HttpRequest, Response as HttpRespo
 use tram::gateway::{self, RawMessage};
 use tram::{Channel, Metadata, MethodKind as Kind, Request, Server, Status, Streaming};
 
-use crate::GatewayConfig;
 use crate::wire::{self, Deframer, Encoding};
+use crate::{GatewayConfig, SYSTEM};
 
 /// One gRPC call's context.
 pub(crate) struct Call {
@@ -131,7 +131,8 @@ impl Call {
                 };
                 // The fast path: the handler runs right here, with no
                 // connection and no task hand-off in between.
-                let call = gateway::call_unary(&self.server, &head.path, request(msg), self.peer);
+                let call =
+                    gateway::call_unary(&self.server, &head.path, request(msg), self.peer, SYSTEM);
                 let Some(answer) = out.or_reset(call).await else {
                     return;
                 };

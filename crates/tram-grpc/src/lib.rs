@@ -90,6 +90,10 @@ use tram::{Channel, Server};
 use call::Call;
 pub use wire::decode_message;
 
+/// What the server's observers call the gateway's calls
+/// (`rpc.system.name`).
+const SYSTEM: &str = "grpc";
+
 /// Settings of the gateway.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
@@ -178,11 +182,13 @@ impl Gateway {
         let server = self.server.clone();
         let channel = Channel::builder(format!("grpc gateway for {peer}"))
             .keepalive(None)
+            // The calls are the server's, observed there as gRPC's.
+            .metrics(false)
             .connector(move || {
                 let (ours, theirs) = tokio::io::duplex(256 * 1024);
                 let server = server.clone();
                 tokio::spawn(async move {
-                    let _ = server.serve_connection(theirs, peer).await;
+                    let _ = gateway::serve_connection(&server, theirs, peer, SYSTEM).await;
                 });
                 std::future::ready(Ok(ours))
             })

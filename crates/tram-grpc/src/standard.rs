@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use prost::Message;
 use prost_types::{DescriptorProto, FileDescriptorProto, FileDescriptorSet};
 use tokio::sync::{mpsc, watch};
-use tram::rpc::{Request, Response, ServerBuilder, Status, Streaming};
+use tram::rpc::{Draining, Request, Response, ServerBuilder, Status, Streaming};
 
 /// Code generated from `proto/grpc/**` by `tram-build`.
 #[allow(missing_docs, unreachable_pub, clippy::all)]
@@ -263,20 +263,25 @@ reflection_version!(reflection_v1alpha);
 use pb::health::health_check_response::ServingStatus;
 
 /// Sets what the health service reports: per service name, and for the
-/// server as a whole (the empty name, `SERVING` from the start).
+/// server as a whole (the empty name, `SERVING` from the start). Once the
+/// server begins a graceful shutdown, every service reports `NOT_SERVING`,
+/// so that load balancers stop sending calls while it drains.
 #[derive(Debug, Clone)]
 pub struct HealthReporter {
     statuses: Arc<Mutex<HashMap<String, ServingStatus>>>,
     changed: watch::Sender<u64>,
+    /// Once the server drains, every service reports `NOT_SERVING`.
+    draining: Draining,
 }
 
 impl HealthReporter {
-    fn new() -> HealthReporter {
+    fn new(draining: Draining) -> HealthReporter {
         let mut statuses = HashMap::new();
         statuses.insert(String::new(), ServingStatus::Serving);
         HealthReporter {
             statuses: Arc::new(Mutex::new(statuses)),
             changed: watch::channel(0).0,
+            draining,
         }
     }
 
@@ -296,7 +301,12 @@ impl HealthReporter {
     }
 
     fn get(&self, service: &str) -> Option<ServingStatus> {
-        self.statuses.lock().get(service).copied()
+        let status = self.statuses.lock().get(service).copied()?;
+        Some(if self.draining.is_draining() {
+            ServingStatus::NotServing
+        } else {
+            status
+        })
     }
 }
 
@@ -330,9 +340,11 @@ impl pb::health::health_server::Health for Health {
         let service = request.into_inner().service;
         let reporter = self.reporter.clone();
         let mut changed = reporter.changed.subscribe();
+        let mut draining = reporter.draining.clone();
         let (tx, rx) = mpsc::channel(4);
         tokio::spawn(async move {
             let mut last = None;
+            let mut drained = draining.is_draining();
             loop {
                 let now = reporter
                     .get(&service)
@@ -346,6 +358,7 @@ impl pb::health::health_server::Health for Health {
                 }
                 tokio::select! {
                     r = changed.changed() => if r.is_err() { return },
+                    () = draining.wait(), if !drained => drained = true,
                     () = tx.closed() => return,
                 }
             }
@@ -372,7 +385,7 @@ pub fn add_standard_services(
     let reflection = Reflection::new(descriptor_sets)?.only_served(|prefix| {
         own.iter().any(|o| prefix.starts_with(o)) || served.iter().any(|p| p.starts_with(prefix))
     });
-    let reporter = HealthReporter::new();
+    let reporter = HealthReporter::new(builder.draining());
     for s in reflection.services() {
         reporter.set_serving(s);
     }

@@ -210,3 +210,46 @@ async fn next(
         .unwrap()
         .unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_reports_not_serving_while_the_server_drains() {
+    let (builder, _health) = add_standard_services(Server::builder(), &[]).unwrap();
+    let server = builder.drain_timeout(Duration::from_secs(2)).build();
+    let draining = server.draining();
+    assert!(!draining.is_draining());
+    let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(server.serve_listener(listener, async move {
+        let _ = stopped.await;
+    }));
+
+    let client = health::health_client::HealthClient::connect_lazy(addr.to_string());
+    let mut watch = client
+        .watch(health::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), watch.message()).await;
+    assert_eq!(
+        first.unwrap().unwrap().unwrap().status,
+        ServingStatus::Serving as i32
+    );
+    // Shutdown begins; the watch (a call in flight) hears of it.
+    stop.send(()).unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), watch.message()).await;
+    assert_eq!(
+        next.unwrap().unwrap().unwrap().status,
+        ServingStatus::NotServing as i32
+    );
+    assert!(draining.is_draining());
+    drop(watch);
+    tokio::time::timeout(Duration::from_secs(5), served)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}

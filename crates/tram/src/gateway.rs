@@ -18,6 +18,26 @@ use std::pin::Pin;
 
 pub use crate::rpc::server::call_unary;
 
+/// Serves one in-memory tram connection that carries a gateway's streaming
+/// calls: [`Server::serve_connection`](crate::Server::serve_connection),
+/// with the calls observed as `system`'s (`grpc`, `connectrpc`) rather
+/// than tram's.
+///
+/// # Errors
+///
+/// As `serve_connection`.
+pub async fn serve_connection<IO>(
+    server: &crate::Server,
+    io: IO,
+    peer: SocketAddr,
+    system: &'static str,
+) -> std::io::Result<()>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    server.serve_connection_as(io, peer, system).await
+}
+
 /// Serves connections on a tram server's port that speak another protocol.
 /// A plain connection is handed over when its first byte is not tram's
 /// (the server only peeks at it); under TLS, when the client negotiated

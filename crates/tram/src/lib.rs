@@ -43,6 +43,7 @@
 
 pub mod conn;
 pub mod gateway;
+pub mod observe;
 pub mod rpc;
 #[cfg(feature = "tls")]
 pub mod tls;

@@ -16,9 +16,10 @@ use crate::runner::{Counts, ProcArgs, Server, client_runtime, measure_window};
 use crate::systems::{self, System, UnaryClient, Workload};
 
 /// What `compare` runs.
-const SYSTEMS: [System; 6] = [
+const SYSTEMS: [System; 7] = [
     System::Tram,
     System::TramCores,
+    System::TramObserved,
     System::Tonic,
     System::Protosocket,
     System::Floor,
@@ -57,6 +58,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     systems::check("compare", &args.systems, &SYSTEMS)?;
+    systems::prepare(&args.systems);
     let servers = args
         .systems
         .iter()

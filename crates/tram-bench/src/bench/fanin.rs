@@ -69,6 +69,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     systems::check("fanin", &args.systems, &SYSTEMS)?;
+    systems::prepare(&args.systems);
     let servers = args
         .systems
         .iter()

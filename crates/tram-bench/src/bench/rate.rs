@@ -33,9 +33,10 @@ use crate::runner::{ProcArgs, Server, client_runtime, pid_cpu, self_cpu};
 use crate::systems::{self, System, UnaryClient, Workload};
 
 /// What `rate` runs.
-const SYSTEMS: [System; 4] = [
+const SYSTEMS: [System; 5] = [
     System::Tram,
     System::TramCores,
+    System::TramObserved,
     System::Tonic,
     System::Protosocket,
 ];
@@ -143,6 +144,7 @@ struct RoundResult {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     systems::check("rate", &args.systems, &SYSTEMS)?;
+    systems::prepare(&args.systems);
     if args.rates.is_empty() {
         bail!("no rates to sweep");
     }

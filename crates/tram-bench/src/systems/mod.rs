@@ -37,6 +37,10 @@ pub(crate) enum System {
     TramRpc,
     /// tram's server behind its gRPC gateway, called by tonic's client.
     TramGrpc,
+    /// tram observed: a Prometheus metrics recorder installed and call
+    /// spans recorded (into a tracing registry that writes nothing), on
+    /// both sides.
+    TramObserved,
     /// tram with its server in thread-per-core mode (`ServerBuilder::threads`
     /// with as many threads as the server's `--workers`).
     TramCores,
@@ -68,6 +72,7 @@ impl System {
             System::TramRpc => "tram-rpc",
             System::TramGrpc => "tram-grpc",
             System::TramCores => "tram-cores",
+            System::TramObserved => "tram-observed",
             System::Tonic => "tonic",
             System::Protosocket => "protosocket",
             System::Floor => "floor",
@@ -101,6 +106,15 @@ pub(crate) fn check(bench: &str, systems: &[System], supported: &[System]) -> an
     Ok(())
 }
 
+/// Sets up what the clients of `systems` need process-wide, before any is
+/// measured (so that every system runs under the same conditions in every
+/// round).
+pub(crate) fn prepare(systems: &[System]) {
+    if systems.contains(&System::TramObserved) {
+        tram::install_observability(false);
+    }
+}
+
 /// Serves `system`'s `workload` on `listener` until aborted; `threads` is
 /// the server process's share of threads (its runtime's workers).
 pub(crate) async fn serve(
@@ -111,6 +125,10 @@ pub(crate) async fn serve(
 ) -> anyhow::Result<()> {
     match (workload, system) {
         (Workload::Unary, System::Tram) => tram::serve_unary(listener, false, None).await,
+        (Workload::Unary, System::TramObserved) => {
+            tram::install_observability(true);
+            tram::serve_unary(listener, false, None).await
+        }
         (Workload::Unary, System::TramGrpc) => tram::serve_unary(listener, true, None).await,
         (Workload::Unary, System::TramCores) => {
             tram::serve_unary(listener, false, Some(threads)).await
@@ -145,8 +163,14 @@ impl UnaryClient {
         Ok(match system {
             // Connected now, as the others are: a first call must not
             // wait for its connection inside the measured window.
-            System::Tram | System::TramCores => {
-                UnaryClient::Tram(::tram::Channel::connect(addr.to_string()).await?)
+            System::Tram | System::TramCores | System::TramObserved => {
+                let observed = system == System::TramObserved;
+                tram::observing(observed);
+                let channel = ::tram::Channel::builder(addr.to_string())
+                    .metrics(observed)
+                    .connect()
+                    .await?;
+                UnaryClient::Tram(channel)
             }
             System::Tonic | System::TramGrpc => UnaryClient::Tonic(tonic::client(addr).await?),
             System::Protosocket => {

@@ -41,6 +41,36 @@ pub(super) async fn serve_unary(
     Ok(())
 }
 
+/// Whether this process records tram's call spans now (`tram-observed`'s
+/// windows in a client process; always in its server's).
+static OBSERVING: AtomicBool = AtomicBool::new(false);
+
+/// Installs what `tram-observed` measures, process-wide: a Prometheus
+/// recorder (as a service exporting metrics has), and a subscriber that
+/// keeps tram's call spans in a registry (as an exporter would find them)
+/// and writes nothing. In a client process, which measures other systems
+/// too, spans are kept only while [`observing`] says so; every system then
+/// pays for the filter's check.
+pub(super) fn install_observability(always: bool) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    OBSERVING.store(always, Ordering::Relaxed);
+    if let Err(e) = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
+        eprintln!("tram-observed: no metrics recorder: {e}");
+    }
+    let spans = tracing_subscriber::filter::filter_fn(|meta| {
+        meta.target() == "tram::call" && OBSERVING.load(Ordering::Relaxed)
+    });
+    let subscriber = tracing_subscriber::registry().with(spans);
+    if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
+        eprintln!("tram-observed: no span subscriber: {e}");
+    }
+}
+
+/// Records call spans in this process from now on, or stops.
+pub(super) fn observing(on: bool) {
+    OBSERVING.store(on, Ordering::Relaxed);
+}
+
 /// Serves a server stream of copies of the request until aborted.
 pub(super) async fn serve_rpc_stream(listener: TcpListener) -> anyhow::Result<()> {
     let server = Server::builder()

@@ -26,6 +26,8 @@ pub struct Inbound<R, D> {
     state: ReadState,
     /// A decode error found while draining a batch, returned next.
     pending_error: Option<Error>,
+    /// Bytes read from the transport so far.
+    received: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +51,7 @@ where
             max_buffered,
             state: ReadState::Open,
             pending_error: None,
+            received: 0,
         }
     }
 
@@ -254,12 +257,18 @@ where
         if n == 0 {
             self.state = ReadState::Eof;
         }
+        self.received += n as u64;
         Poll::Ready(None)
     }
 
     /// Bytes read and not yet decoded.
     pub fn buffered(&self) -> usize {
         self.buf.len()
+    }
+
+    /// Bytes read from the transport so far.
+    pub fn bytes_received(&self) -> u64 {
+        self.received
     }
 
     /// The transport's read half.

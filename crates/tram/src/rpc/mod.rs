@@ -35,7 +35,7 @@
 //!   without a task per call.
 
 mod client;
-mod codec;
+pub(crate) mod codec;
 mod deadline;
 mod exec;
 mod intercept;
@@ -52,7 +52,7 @@ mod unary;
 pub use client::{Channel, ChannelBuilder, ClientStreamSink, RequestSink, UnaryCall};
 pub use intercept::CallInfo;
 pub use message::{IntoRequest, IntoStreamingRequest, Request, Response};
-pub use server::{MethodKind, Server, ServerBuilder, Service};
+pub use server::{Draining, MethodKind, Server, ServerBuilder, Service};
 pub use status::Status;
 pub use stream::Streaming;
 pub use timers::Keepalive;

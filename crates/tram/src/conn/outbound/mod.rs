@@ -342,6 +342,11 @@ impl<E> Sender<E> {
         self.shared.state.lock().queue.len()
     }
 
+    /// Bytes written to the transport so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.shared.written.load(Ordering::Acquire)
+    }
+
     /// Whether the connection can no longer send (it failed, or
     /// [`Sender::close`] was called).
     pub fn is_closed(&self) -> bool {

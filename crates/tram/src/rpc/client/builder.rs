@@ -16,6 +16,7 @@ use super::super::timers::Keepalive;
 use super::super::transport::{self, ClientTls, Halves};
 use super::Channel;
 use crate::conn::{self, TcpConfig};
+use crate::observe::{Observer, Observers, Side};
 
 /// Opens one transport for a channel's connection.
 pub(crate) type Connector =
@@ -41,6 +42,7 @@ pub(crate) struct ChannelConfig {
     pub(crate) conn: conn::Config,
     /// Opens connections other than by TCP to `target`.
     pub(crate) connector: Option<Connector>,
+    pub(crate) observers: Arc<Observers>,
 }
 
 /// Builds a [`Channel`]: `Channel::builder("cache-1:7000").pool_size(4).build()`.
@@ -48,6 +50,8 @@ pub(crate) struct ChannelConfig {
 #[must_use = "a builder does nothing until `build` or `connect`"]
 pub struct ChannelBuilder {
     config: ChannelConfig,
+    observers: Vec<Arc<dyn Observer>>,
+    metrics: Option<bool>,
 }
 
 impl ChannelBuilder {
@@ -68,8 +72,26 @@ impl ChannelBuilder {
                 tcp: TcpConfig::default(),
                 conn: conn::Config::default(),
                 connector: None,
+                observers: Arc::new(Observers::new(Side::Client, Some(false), Vec::new())),
             },
+            observers: Vec::new(),
+            metrics: None,
         }
+    }
+
+    /// Adds an observer of every call and connection (see
+    /// [`crate::observe`]); observers see events in the order added.
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observers.push(Arc::new(observer));
+        self
+    }
+
+    /// Records the built-in metrics (on by default when a `metrics`
+    /// recorder is installed as the channel is built; see
+    /// [`crate::observe`]).
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.metrics = Some(on);
+        self
     }
 
     /// Connections to open and spread calls over, least loaded first
@@ -164,7 +186,12 @@ impl ChannelBuilder {
     super::super::settings::connection_setters!();
 
     /// The channel; it connects on its first call.
-    pub fn build(self) -> Channel {
+    pub fn build(mut self) -> Channel {
+        self.config.observers = Arc::new(Observers::new(
+            Side::Client,
+            self.metrics,
+            std::mem::take(&mut self.observers),
+        ));
         Channel::from_config(self.config)
     }
 

@@ -29,6 +29,8 @@ pub(crate) struct Calls {
     broken: Option<Status>,
     /// The server's limits, once its SETTINGS arrived.
     pub(crate) peer: Settings,
+    /// Calls opened so far.
+    started: u64,
 }
 
 /// What the connection must do after the table changed: the frames go out
@@ -85,12 +87,18 @@ impl Calls {
             capacity_waiters: 0,
             broken: None,
             peer: Settings::DEFAULT,
+            started: 0,
         }
     }
 
     /// Calls open.
     pub(crate) fn len(&self) -> usize {
         self.slab.len()
+    }
+
+    /// Calls opened so far.
+    pub(crate) fn started(&self) -> u64 {
+        self.started
     }
 
     /// Why the connection takes no new calls, if it does not.
@@ -129,6 +137,7 @@ impl Calls {
             answered: false,
             abandoned: false,
         }) as CallId;
+        self.started += 1;
         Ok((id, self.slab.len() == 1))
     }
 

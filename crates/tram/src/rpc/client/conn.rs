@@ -3,8 +3,9 @@
 //! the server's frames), and its outbound queue. Sending happens on the
 //! caller's task.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use super::super::stream::CallShared;
 use super::super::unary::Answer;
 use super::calls::{CallKind, Calls, Effects, Refused};
 use crate::conn::{self, Sender};
+use crate::observe::ConnectionInfo;
 
 /// One connection's client side.
 pub(crate) struct ClientConn {
@@ -37,6 +39,13 @@ pub(crate) struct ClientConn {
     window: u32,
     wait_for_capacity: bool,
     interceptor: Option<ClientInterceptor>,
+    /// The server's address, when connected over TCP.
+    pub(super) peer: Option<SocketAddr>,
+    opened: std::time::Instant,
+    /// Bytes read, as the reader last published.
+    pub(super) received: AtomicU64,
+    /// The channel is gone: close once the last call ends.
+    abandoned: AtomicBool,
 }
 
 /// Why [`ClientConn::try_open_unary`] did not open the call.
@@ -55,6 +64,7 @@ impl ClientConn {
         publish_load: bool,
         wait_for_capacity: bool,
         interceptor: Option<ClientInterceptor>,
+        peer: Option<SocketAddr>,
     ) -> ClientConn {
         ClientConn {
             out,
@@ -66,7 +76,43 @@ impl ClientConn {
             window,
             wait_for_capacity,
             interceptor,
+            peer,
+            opened: std::time::Instant::now(),
+            received: AtomicU64::new(0),
+            abandoned: AtomicBool::new(false),
         }
+    }
+
+    /// The channel that opened the connection is gone: it closes now, or
+    /// when the calls still open on it end.
+    pub(super) fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Relaxed);
+        let calls = self.calls.lock();
+        self.close_if_abandoned(&calls);
+    }
+
+    fn close_if_abandoned(&self, calls: &Calls) {
+        if calls.len() == 0 && self.abandoned.load(Ordering::Relaxed) {
+            self.out.close();
+        }
+    }
+
+    /// A snapshot of the connection.
+    pub(super) fn info(&self) -> ConnectionInfo {
+        let (calls, started, going_away) = {
+            let calls = self.calls.lock();
+            (calls.len(), calls.started(), calls.broken().is_some())
+        };
+        ConnectionInfo::new(
+            self.peer,
+            self.opened.elapsed(),
+            calls,
+            started,
+            self.out.queued_bytes(),
+            self.received.load(Ordering::Relaxed),
+            self.out.bytes_written(),
+            going_away || !self.usable(),
+        )
     }
 
     pub(super) fn usable(&self) -> bool {
@@ -87,6 +133,7 @@ impl ClientConn {
         let freed = std::mem::take(&mut fx.freed);
         if freed > 0 {
             self.publish(&calls);
+            self.close_if_abandoned(&calls);
         }
         // Only when someone waits: `notify_one` is a write to a line every
         // caller's thread would otherwise share.
@@ -279,6 +326,7 @@ impl ClientConn {
         let outcome = calls.poll_unary(id, cx);
         if outcome.is_ready() {
             self.publish(&calls);
+            self.close_if_abandoned(&calls);
             if calls.capacity_waiters > 0 {
                 self.capacity.notify_one();
             }

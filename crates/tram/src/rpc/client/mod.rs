@@ -27,7 +27,10 @@ pub use builder::ChannelBuilder;
 pub use streaming::{ClientStreamSink, RequestSink};
 pub use unary::UnaryCall;
 
+use tram_wire::Metadata;
+
 use super::{Request, Status};
+use crate::observe::{EndpointInfo, Observed, TRAM, observe, trace};
 use builder::ChannelConfig;
 use pool::Pool;
 
@@ -79,6 +82,21 @@ impl Channel {
     /// `UNAVAILABLE` with the reason when no connection can be made now.
     pub async fn ready(&self) -> Result<(), Status> {
         self.pool.connection().await.map(drop)
+    }
+
+    /// A snapshot of the channel's endpoints: each connection slot's
+    /// state, its connection's figures, and the last failure to connect.
+    pub fn endpoints(&self) -> Vec<EndpointInfo> {
+        self.pool.endpoints()
+    }
+
+    /// A call of `path` starts: its metadata, with the current trace
+    /// context if there is one, and its observation if anything watches.
+    fn observe_call(&self, path: &str, metadata: Metadata) -> (Metadata, Option<Box<Observed>>) {
+        let metadata = trace::propagate(metadata);
+        let observers = &self.pool.config.observers;
+        let observed = observe(observers, || observers.method(TRAM, path), None, &metadata);
+        (metadata, observed)
     }
 
     /// A unary call.

@@ -14,6 +14,7 @@ use super::super::Status;
 use super::builder::ChannelConfig;
 use super::conn::ClientConn;
 use super::reader;
+use crate::observe::{EndpointInfo, EndpointState};
 
 /// The connections of one channel.
 pub(super) struct Pool {
@@ -32,10 +33,12 @@ struct Backoff {
     failures: u32,
     next_attempt: Option<Instant>,
     seed: u64,
+    last_error: Option<String>,
 }
 
 impl Backoff {
-    fn failed(&mut self, base: Duration, max: Duration) {
+    /// The attempt failed: the wait before the next.
+    fn failed(&mut self, base: Duration, max: Duration) -> Duration {
         let exp = base.saturating_mul(1u32 << self.failures.min(20));
         let delay = exp.min(max);
         // xorshift: jitter needs spread, not cryptographic quality.
@@ -43,8 +46,22 @@ impl Backoff {
         self.seed ^= self.seed >> 7;
         self.seed ^= self.seed << 17;
         let factor = 0.8 + (self.seed % 1000) as f64 / 2500.0;
-        self.next_attempt = Some(Instant::now() + delay.mul_f64(factor));
+        let wait = delay.mul_f64(factor);
+        self.next_attempt = Some(Instant::now() + wait);
         self.failures += 1;
+        wait
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // The last handle to the channel is gone: its connections close as
+        // their calls end, rather than idling on with their reader tasks.
+        for slot in &self.slots {
+            if let Some(conn) = slot.conn.read().as_ref() {
+                conn.abandon();
+            }
+        }
     }
 }
 
@@ -151,31 +168,63 @@ impl Pool {
             }
         }
         let publish_load = self.slots.len() > 1;
+        cfg.observers.connect_attempt();
         let attempt =
             tokio::time::timeout(cfg.connect_timeout, reader::connect(cfg, publish_load)).await;
-        match attempt {
+        let why = match attempt {
             Ok(Ok(conn)) => {
                 *backoff = Backoff {
                     seed: backoff.seed,
                     ..Backoff::default()
                 };
                 *slot.conn.write() = Some(conn.clone());
-                Ok(conn)
+                return Ok(conn);
             }
-            Ok(Err(e)) => {
-                backoff.failed(cfg.backoff_base, cfg.backoff_max);
-                Err(Status::unavailable(format!(
-                    "connecting to {}: {e}",
-                    cfg.target
-                )))
-            }
-            Err(_) => {
-                backoff.failed(cfg.backoff_base, cfg.backoff_max);
-                Err(Status::unavailable(format!(
-                    "connecting to {}: timed out",
-                    cfg.target
-                )))
-            }
-        }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "timed out".to_owned(),
+        };
+        let wait = backoff.failed(cfg.backoff_base, cfg.backoff_max);
+        cfg.observers
+            .connect_failed(&cfg.target, backoff.failures, wait);
+        tracing::debug!(target = %cfg.target, failures = backoff.failures, "connect failed: {why}");
+        let status = Status::unavailable(format!("connecting to {}: {why}", cfg.target));
+        backoff.last_error = Some(why);
+        Err(status)
+    }
+
+    /// A snapshot of every slot.
+    pub(super) fn endpoints(&self) -> Vec<EndpointInfo> {
+        let now = Instant::now();
+        self.slots
+            .iter()
+            .map(|slot| {
+                let conn = slot.conn.read().clone();
+                let connection = conn.as_ref().map(|c| c.info());
+                let usable = conn.as_ref().is_some_and(|c| c.usable());
+                let (state, failures, retry_in, last_error) = match slot.connecting.try_lock() {
+                    Err(_) => (EndpointState::Connecting, 0, None, None),
+                    Ok(b) => {
+                        let retry_in = b.next_attempt.filter(|at| *at > now).map(|at| at - now);
+                        let state = if usable {
+                            EndpointState::Ready
+                        } else if retry_in.is_some() {
+                            EndpointState::BackingOff
+                        } else {
+                            EndpointState::Idle
+                        };
+                        (state, b.failures, retry_in, b.last_error.clone())
+                    }
+                };
+                let state = if usable { EndpointState::Ready } else { state };
+                EndpointInfo {
+                    target: self.config.target.clone(),
+                    state,
+                    connection: connection.filter(|_| usable),
+                    failures,
+                    retry_in,
+                    last_error,
+                }
+            })
+            .collect()
     }
 }

@@ -5,6 +5,7 @@
 use std::io;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -20,6 +21,7 @@ use super::builder::ChannelConfig;
 use super::calls::Effects;
 use super::conn::ClientConn;
 use crate::conn::{self, Inbound};
+use crate::observe::{CloseReason, limit};
 
 /// Frames (or runs of one stream's plain messages, each counted once)
 /// decoded ahead of taking the call table's lock, at most. Short enough
@@ -34,10 +36,12 @@ pub(super) async fn connect(
     config: &ChannelConfig,
     publish_load: bool,
 ) -> io::Result<Arc<ClientConn>> {
+    let mut peer = None;
     let halves = match &config.connector {
         Some(connect) => connect().await?,
         None => {
             let stream = conn::connect(config.target.as_str(), &config.tcp).await?;
+            peer = stream.peer_addr().ok();
             transport::client(stream, &config.target, config.tls.as_ref()).await?
         }
     };
@@ -49,6 +53,7 @@ pub(super) async fn connect(
         publish_load,
         config.wait_for_capacity,
         config.interceptor.clone(),
+        peer,
     ));
     // The connection is ready once the server's SETTINGS are in: until
     // then its limits (the largest frame above all) are unknown, and a
@@ -56,9 +61,19 @@ pub(super) async fn connect(
     let (settled_tx, settled) = oneshot::channel::<Result<(), Status>>();
     let reader = conn.clone();
     let keepalive = config.keepalive;
+    let observers = config.observers.clone();
     tokio::spawn(async move {
         let mut settled_tx = Some(settled_tx);
-        let why = read_loop(&reader, &mut inbound, keepalive, &mut settled_tx).await;
+        let (why, reason) = read_loop(&reader, &mut inbound, keepalive, &mut settled_tx).await;
+        if settled_tx.is_none() {
+            // It had opened (the handshake finished).
+            observers.closed(
+                peer,
+                reason,
+                inbound.bytes_received(),
+                reader.out.bytes_written(),
+            );
+        }
         if let Some(tx) = settled_tx {
             // Failed before the handshake finished: say why.
             let _ = tx.send(Err(why.clone()));
@@ -70,7 +85,10 @@ pub(super) async fn connect(
         reader.out.close();
     });
     match settled.await {
-        Ok(Ok(())) => Ok(conn),
+        Ok(Ok(())) => {
+            config.observers.opened(peer);
+            Ok(conn)
+        }
         Ok(Err(why)) => Err(io::Error::new(
             io::ErrorKind::ConnectionAborted,
             why.message().to_owned(),
@@ -88,7 +106,7 @@ async fn read_loop(
     inbound: &mut Inbound<BoxRead, RunDecoder>,
     keepalive: Option<Keepalive>,
     settled_tx: &mut Option<oneshot::Sender<Result<(), Status>>>,
-) -> Status {
+) -> (Status, CloseReason) {
     let mut settled = false;
     let mut fx = Effects::default();
     let mut batch = Vec::new();
@@ -110,7 +128,8 @@ async fn read_loop(
                         timer.as_mut().reset(at);
                     }
                     TimerEvent::Expired(_) | TimerEvent::Idle => {
-                        return Status::unavailable("keepalive ping unanswered: server unreachable");
+                        let why = Status::unavailable("keepalive ping unanswered: server unreachable");
+                        return (why, CloseReason::Timeout);
                     }
                 }
                 continue;
@@ -127,8 +146,14 @@ async fn read_loop(
                     ProtocolError::new(format!("bad frame from server: {e}")),
                 );
             }
-            Some(Err(e)) => return Status::unavailable(format!("connection lost: {e}")),
-            None => return Status::unavailable("connection closed by the server"),
+            Some(Err(e)) => {
+                let why = Status::unavailable(format!("connection lost: {e}"));
+                return (why, CloseReason::Io);
+            }
+            None => {
+                let why = Status::unavailable("connection closed by the server");
+                return (why, CloseReason::Normal);
+            }
         };
         if !settled {
             let settings = match first {
@@ -197,6 +222,8 @@ async fn read_loop(
                 }
             }
         }
+        conn.received
+            .store(inbound.bytes_received(), Ordering::Relaxed);
         if let Some(e) = failed {
             return violation(
                 conn,
@@ -208,8 +235,9 @@ async fn read_loop(
 
 /// Closes the connection for the server's protocol error: GOAWAY, and the
 /// status the calls fail with.
-fn violation(conn: &ClientConn, e: ProtocolError) -> Status {
-    tracing::info!("closing connection: {}", e.message);
+fn violation(conn: &ClientConn, e: ProtocolError) -> (Status, CloseReason) {
+    limit::violation!(peer = ?conn.peer, "closing connection: {}", e.message);
     e.go_away(&conn.out, 0);
-    Status::internal(format!("protocol error: {}", e.message))
+    let why = Status::internal(format!("protocol error: {}", e.message));
+    (why, CloseReason::ProtocolError)
 }

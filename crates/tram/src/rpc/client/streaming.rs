@@ -16,6 +16,7 @@ use super::super::stream::{CallShared, Streaming, send_message};
 use super::super::{IntoStreamingRequest, Request, Response, Status, deadline};
 use super::Channel;
 use super::conn::{CallHandle, ClientConn};
+use crate::observe::{MethodObs, Observed};
 
 /// Sends the requests of a bidirectional call. Dropping it without
 /// [`RequestSink::close`] leaves the request stream open; dropping it and
@@ -26,6 +27,8 @@ pub struct RequestSink<Req> {
     id: CallId,
     guard: Arc<Mutex<CallHandle>>,
     closed: bool,
+    /// The method whose request sizes are recorded, if observed.
+    method: Option<Arc<MethodObs>>,
     _types: PhantomData<fn(Req)>,
 }
 
@@ -39,6 +42,9 @@ impl<Req: prost::Message> RequestSink<Req> {
     pub async fn send(&mut self, msg: Req) -> Result<(), Status> {
         if self.closed {
             return Err(Status::failed_precondition("request stream already closed"));
+        }
+        if let Some(m) = &self.method {
+            m.message(true, msg.encoded_len());
         }
         send_message(&self.conn.out, &self.shared, self.id, &msg, false).await
     }
@@ -108,6 +114,7 @@ async fn single_response<Resp: prost::Message + Default>(
         .await?
         .ok_or_else(|| Status::internal("call ended without a response message"))?;
     guard.lock().done = true;
+    responses.end_observed(tram_wire::Code::Ok);
     let resp = Response::new(msg);
     Ok(match responses.metadata() {
         Some(h) => resp.with_metadata(h),
@@ -142,12 +149,23 @@ impl Channel {
         Resp: prost::Message + Default,
     {
         let (msg, metadata, timeout) = request.into_parts();
-        let (handle, shared) = self
+        let (metadata, observed) = self.observe_call(path, metadata);
+        if let Some(o) = &observed {
+            o.request_message(msg.encoded_len());
+        }
+        let opened = self
             .open_stream(path, Some(&msg), metadata, timeout, true)
-            .await?;
+            .await;
+        let (handle, shared) = match opened {
+            Ok(opened) => opened,
+            Err(status) => {
+                Observed::finish(observed, status.code());
+                return Err(status);
+            }
+        };
         let (conn, id) = (handle.conn.clone(), handle.id);
         let guard = Box::new(Mutex::new(handle));
-        Ok(Streaming::new(shared, conn.out.clone(), id, Some(guard)))
+        Ok(Streaming::new(shared, conn.out.clone(), id, Some(guard)).observing(observed))
     }
 
     /// A client-streaming call: every request of `requests` is sent (as the
@@ -273,23 +291,34 @@ impl Channel {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let (handle, shared) = self
+        let (metadata, observed) = self.observe_call(path, metadata);
+        let opened = self
             .open_stream::<Req>(path, None, metadata, timeout, false)
-            .await?;
+            .await;
+        let (handle, shared) = match opened {
+            Ok(opened) => opened,
+            Err(status) => {
+                Observed::finish(observed, status.code());
+                return Err(status);
+            }
+        };
         let (conn, id) = (handle.conn.clone(), handle.id);
         let guard = Arc::new(Mutex::new(handle));
+        let method = observed.as_ref().map(|o| o.method().clone());
         let responses = Streaming::new(
             shared.clone(),
             conn.out.clone(),
             id,
             Some(Box::new(guard.clone())),
-        );
+        )
+        .observing(observed);
         let sink = RequestSink {
             conn,
             shared,
             id,
             guard,
             closed: false,
+            method,
             _types: PhantomData,
         };
         Ok((sink, responses))

@@ -14,6 +14,7 @@ use super::super::unary::{self as answer};
 use super::super::{Request, Response, Status, deadline};
 use super::Channel;
 use super::conn::{CallHandle, NotOpened};
+use crate::observe::{Observed, TRAM, TraceContext};
 
 /// The future of [`Channel::unary`].
 ///
@@ -41,9 +42,13 @@ enum UnaryState<'a, Req, Resp> {
         deadline: Option<Pin<Box<tokio::time::Sleep>>>,
         /// Just sent: the waker is registered with the call already.
         first: bool,
+        /// The call as observed, when anything watches (kept in the
+        /// states after the first poll, where it costs the future no
+        /// size).
+        observed: Option<Box<Observed>>,
     },
     /// The general path.
-    Slow(BoxedCall<'a, Resp>),
+    Slow(BoxedCall<'a, Resp>, Option<Box<Observed>>),
     Done,
 }
 
@@ -88,25 +93,31 @@ where
                     call,
                     deadline,
                     first,
+                    observed,
                 } => {
                     if !std::mem::take(first) {
                         if let Poll::Ready(outcome) = call.conn.poll_unary(call.id, cx) {
                             call.completed();
+                            let outcome = answer::decode(outcome);
+                            ended(observed.take(), &outcome);
                             this.state = UnaryState::Done;
-                            return Poll::Ready(answer::decode(outcome));
+                            return Poll::Ready(outcome);
                         }
                     }
                     if let Some(sleep) = deadline {
                         if sleep.as_mut().poll(cx).is_ready() {
                             // Dropping the handle cancels the call.
+                            let outcome = Err(deadline::exceeded());
+                            ended(observed.take(), &outcome);
                             this.state = UnaryState::Done;
-                            return Poll::Ready(Err(deadline::exceeded()));
+                            return Poll::Ready(outcome);
                         }
                     }
                     return Poll::Pending;
                 }
-                UnaryState::Slow(fut) => {
+                UnaryState::Slow(fut, observed) => {
                     let outcome = std::task::ready!(fut.as_mut().poll(cx));
+                    ended(observed.take(), &outcome);
                     this.state = UnaryState::Done;
                     return Poll::Ready(outcome);
                 }
@@ -124,6 +135,53 @@ impl<Req, Resp> std::fmt::Debug for UnaryCall<'_, Req, Resp> {
     }
 }
 
+/// An observed call's end, with its response's size.
+#[inline]
+fn ended<Resp: prost::Message>(
+    observed: Option<Box<Observed>>,
+    outcome: &Result<Response<Resp>, Status>,
+) {
+    if let Some(mut o) = observed {
+        ended_observed(&mut o, outcome);
+    }
+}
+
+fn ended_observed<Resp: prost::Message>(
+    o: &mut Observed,
+    outcome: &Result<Response<Resp>, Status>,
+) {
+    {
+        match outcome {
+            Ok(resp) => {
+                o.response_message(resp.get_ref().encoded_len());
+                o.end(Code::Ok);
+            }
+            Err(status) => o.end(status.code()),
+        }
+    }
+}
+
+/// The call's request with the current trace context (if any), and its
+/// observation (if anything watches).
+fn observe_request<Req: prost::Message>(
+    channel: &Channel,
+    path: &str,
+    mut request: Request<Req>,
+) -> (Request<Req>, Option<Box<Observed>>) {
+    if let Some(ctx) = TraceContext::current() {
+        let metadata = ctx.inject(request.metadata().clone());
+        request = request.with_metadata(metadata);
+    }
+    let observers = &channel.pool.config.observers;
+    let observed = observers.watching().then(|| {
+        let method = observers.method(TRAM, path);
+        let o = Observed::start(observers, method, None, request.metadata());
+        o.request_message(request.get_ref().encoded_len());
+        o
+    });
+    (request, observed)
+}
+
 /// The first poll of a unary call: on a connected channel with room,
 /// registers the call (with the caller's waker) and queues its CALL frame
 /// without awaiting anything. Anything else goes to the general path.
@@ -137,11 +195,12 @@ where
     Req: prost::Message + 'a,
     Resp: prost::Message + Default + 'a,
 {
+    let (request, observed) = observe_request(channel, path, request);
     let pool = &channel.pool;
     let retry = request.is_idempotent() && pool.config.retries > 0;
     let conn = match pool.ready_connection() {
         Some(conn) if !retry => conn,
-        _ => return UnaryState::Slow(Box::pin(slow(channel, path, request))),
+        _ => return UnaryState::Slow(Box::pin(slow(channel, path, request)), observed),
     };
     let (msg, metadata, timeout) = request.into_parts();
     // The deadline runs from here, before anything is sent.
@@ -151,14 +210,17 @@ where
             call,
             deadline: sleep,
             first: true,
+            observed,
         },
-        Err(NotOpened::Failed(status)) => UnaryState::Slow(Box::pin(async move { Err(status) })),
+        Err(NotOpened::Failed(status)) => {
+            UnaryState::Slow(Box::pin(async move { Err(status) }), observed)
+        }
         Err(NotOpened::Later(metadata)) => {
             let attempt = async move {
                 let at = deadline::after(timeout);
                 deadline::within(at, once(channel, path, &msg, metadata, timeout, true)).await
             };
-            UnaryState::Slow(Box::pin(attempt))
+            UnaryState::Slow(Box::pin(attempt), observed)
         }
     }
 }

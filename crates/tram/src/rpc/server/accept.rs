@@ -15,6 +15,7 @@ use super::calls::Peer;
 use super::cores::Cores;
 use super::driver::{self, AbortOnDrop};
 use crate::conn::Listener;
+use crate::observe::TRAM;
 
 pub(super) async fn serve_listener(
     server: Server,
@@ -73,6 +74,7 @@ pub(super) async fn serve_listener(
         }
     }
     drop(listener);
+    config.drain.send_replace(true);
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(config.drain_timeout, async {
         while conns.join_next().await.is_some() {}
@@ -132,7 +134,8 @@ async fn serve_tcp_inner(
         }
     };
     let peer = Peer { addr, certificates };
-    driver::serve(halves, peer, server.routes.clone(), config.clone(), stop).await
+    let (routes, config) = (server.routes.clone(), config.clone());
+    driver::serve(halves, peer, routes, config, stop, TRAM).await
 }
 
 /// Whether a connection's first byte is tram's (or TLS's, which the tram

@@ -18,12 +18,15 @@ use super::handler::{
 };
 use super::{Routes, Server};
 use crate::conn::{self, TcpConfig};
+use crate::observe::{Observer, Observers, Registry, Side};
 
 /// Builds a [`Server`] from methods, each registered under its full path
 /// `/package.Service/Method`, and its settings.
 pub struct ServerBuilder {
     routes: HashMap<String, Arc<Route>>,
     config: ServerConfig,
+    observers: Vec<Arc<dyn Observer>>,
+    metrics: Option<bool>,
 }
 
 /// A set of methods registered together: what `tram-build` generates for
@@ -49,6 +52,10 @@ pub(crate) struct ServerConfig {
     pub(crate) threads: Option<usize>,
     pub(crate) tcp: TcpConfig,
     pub(crate) conn: conn::Config,
+    pub(crate) observers: Arc<Observers>,
+    pub(crate) registry: Arc<Registry>,
+    /// Set when a graceful shutdown begins.
+    pub(crate) drain: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +73,9 @@ impl Default for ServerConfig {
             threads: None,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
+            observers: Arc::new(Observers::new(Side::Server, Some(false), Vec::new())),
+            registry: Arc::default(),
+            drain: Arc::new(tokio::sync::watch::channel(false).0),
         }
     }
 }
@@ -75,6 +85,8 @@ impl ServerBuilder {
         ServerBuilder {
             routes: HashMap::new(),
             config: ServerConfig::default(),
+            observers: Vec::new(),
+            metrics: None,
         }
     }
 
@@ -163,6 +175,7 @@ impl ServerBuilder {
                 name: path.into(),
                 kind,
                 handler: Box::new(handler),
+                observed: std::sync::OnceLock::new(),
             }),
         );
         self
@@ -250,7 +263,28 @@ impl ServerBuilder {
         self
     }
 
+    /// Adds an observer of every call and connection (see
+    /// [`crate::observe`]); observers see events in the order added.
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observers.push(Arc::new(observer));
+        self
+    }
+
+    /// Records the built-in metrics (on by default when a `metrics`
+    /// recorder is installed as the server is built; see
+    /// [`crate::observe`]).
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.metrics = Some(on);
+        self
+    }
+
     super::super::settings::connection_setters!();
+
+    /// Tells when the server being built begins its graceful shutdown
+    /// (as [`Server::draining`], for services added before `build`).
+    pub fn draining(&self) -> super::Draining {
+        super::Draining(self.config.drain.subscribe())
+    }
 
     /// Every method path registered so far.
     pub fn method_paths(&self) -> impl Iterator<Item = &str> {
@@ -258,7 +292,12 @@ impl ServerBuilder {
     }
 
     /// Finishes the server.
-    pub fn build(self) -> Server {
+    pub fn build(mut self) -> Server {
+        self.config.observers = Arc::new(Observers::new(
+            Side::Server,
+            self.metrics,
+            std::mem::take(&mut self.observers),
+        ));
         Server {
             routes: Arc::new(Routes(self.routes)),
             config: Arc::new(self.config),

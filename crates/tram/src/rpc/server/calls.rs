@@ -27,6 +27,11 @@ pub(crate) trait Effects {
     fn send(&mut self, frame: Frame);
     /// Drops the handler future with this key (its call is cancelled).
     fn cancel(&mut self, task: usize);
+    /// A call ended with `code` before any handler ran (`route`: `None`
+    /// for a method the server does not have), for the observers.
+    fn rejected(&mut self, route: Option<&Route>, metadata: Option<&Metadata>, code: Code) {
+        let _ = (route, metadata, code);
+    }
 }
 
 /// A call accepted, for its handler.
@@ -102,6 +107,16 @@ impl ServerCalls {
     /// No call is open.
     pub(crate) fn is_empty(&self) -> bool {
         self.calls.is_empty()
+    }
+
+    /// Calls open.
+    pub(crate) fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// CALL frames accepted so far.
+    pub(crate) fn started(&self) -> u64 {
+        self.call_seq
     }
 
     /// GOAWAY was sent or received: no new calls.
@@ -319,9 +334,11 @@ impl ServerCalls {
             spawned: false,
         };
         let Some(route) = bound.as_deref() else {
+            fx.rejected(None, c.metadata.as_ref(), Code::Unimplemented);
             return self.reject(c.call, entry, Status::unimplemented("unknown method"), fx);
         };
         if let Some(status) = self.refusal(&c, route) {
+            fx.rejected(Some(route), c.metadata.as_ref(), status.code());
             return self.reject(c.call, entry, status, fx);
         }
         let deadline = c.timeout().map(|t| Instant::now() + t);
@@ -451,6 +468,7 @@ mod tests {
             name: name.into(),
             kind,
             handler: Box::new(handler),
+            observed: std::sync::OnceLock::new(),
         })
     }
 

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::net::SocketAddr;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tram_wire::{CallId, Frame, Reason};
+
+use tram_wire::{CallId, Code, Frame, Metadata, Reason};
 
 use super::super::codec::{Received, RpcEncoder, RunDecoder};
 use super::super::exec::{BoxFuture, Exec};
@@ -23,6 +25,8 @@ use super::builder::ServerConfig;
 use super::calls::{Accepted, Effects, Peer, ServerCalls};
 use super::handler::{IncomingCall, Route};
 use crate::conn::{self, Inbound, Sender};
+use crate::observe::limit::violation;
+use crate::observe::{CloseReason, ConnStats, Observed, Observers, Registered, observe};
 
 /// Frames a connection's driver handles per turn. The answers to a turn's
 /// calls are written as it ends, so a short turn lets the client work on
@@ -42,11 +46,15 @@ pub(crate) async fn serve(
     routes: Arc<Routes>,
     config: Arc<ServerConfig>,
     mut stop: watch::Receiver<bool>,
+    system: &'static str,
 ) -> io::Result<()> {
     let settings = config.settings;
     let (mut inbound, out) =
         transport::open(halves, settings, config.conn).map_err(io::Error::other)?;
     let addr = peer.addr;
+    let observers = config.observers.clone();
+    observers.opened(Some(addr));
+    let registered = config.registry.register(ConnStats::new(Some(addr), &out));
     let mut d = Driver {
         calls: ServerCalls::new(
             routes,
@@ -64,6 +72,12 @@ pub(crate) async fn serve(
             config.keepalive,
         ),
         spawn_handlers: config.spawn_handlers,
+        observers,
+        system,
+        addr,
+        stats: registered,
+        closing: CloseReason::Normal,
+        reported: Reported::default(),
     };
     let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
     // A persistent future, so that its wake-up registration survives polls.
@@ -77,6 +91,7 @@ pub(crate) async fn serve(
     });
     let outcome = std::future::poll_fn(|cx| {
         if !d.calls.is_going_away() && stopped.as_mut().poll(cx).is_ready() {
+            d.closing = CloseReason::Shutdown;
             d.go_away(Reason::NO_ERROR, "server shutting down");
         }
         if let Poll::Ready(done) = d.poll(&mut inbound, cx) {
@@ -96,6 +111,7 @@ pub(crate) async fn serve(
                 }
                 TimerEvent::Idle => {
                     tracing::debug!(peer = %addr, "closing idle connection");
+                    d.closing = CloseReason::Idle;
                     d.go_away(Reason::NO_ERROR, "idle");
                     if d.calls.is_empty() {
                         return Poll::Ready(Ok(()));
@@ -113,11 +129,23 @@ pub(crate) async fn serve(
     d.exec.clear();
     d.calls.close_all();
     if let Err(e) = outcome {
-        tracing::info!(peer = %addr, reason = %e.reason, "closing connection: {}", e.message);
+        d.closing = if e.reason == Reason::TIMEOUT {
+            CloseReason::Timeout
+        } else {
+            CloseReason::ProtocolError
+        };
+        violation!(peer = %addr, reason = %e.reason, "closing connection: {}", e.message);
         if let Some(goaway) = d.calls.fail(&e) {
             let _ = d.out.force_send(goaway);
         }
     }
+    d.report(inbound.bytes_received());
+    d.observers.closed(
+        Some(addr),
+        d.closing,
+        inbound.bytes_received(),
+        d.out.bytes_written(),
+    );
     Ok(())
 }
 
@@ -127,6 +155,22 @@ struct Driver {
     exec: Exec<CallId>,
     timers: Timers,
     spawn_handlers: bool,
+    observers: Arc<Observers>,
+    /// What the calls are, to the observers (`tram`, or a gateway's).
+    system: &'static str,
+    addr: SocketAddr,
+    stats: Registered,
+    /// Why the connection is closing, should it close now.
+    closing: CloseReason,
+    reported: Reported,
+}
+
+/// The connection's byte counts as last reported to the metrics.
+#[derive(Default)]
+struct Reported {
+    received: u64,
+    sent: u64,
+    queued: usize,
 }
 
 /// The driver's side of the call table's effects.
@@ -134,11 +178,23 @@ struct Act<'a> {
     out: &'a Sender<RpcEncoder>,
     exec: &'a mut Exec<CallId>,
     spawn_handlers: bool,
+    observers: &'a Arc<Observers>,
+    system: &'static str,
+    addr: SocketAddr,
 }
 
 impl Effects for Act<'_> {
     fn start(&mut self, route: &Route, a: Accepted) -> Option<usize> {
         let call = a.call;
+        let observed = observe(
+            self.observers,
+            || route.observed(self.observers, self.system),
+            Some(self.addr),
+            &a.metadata,
+        );
+        if let (Some(o), Some(m)) = (&observed, &a.message) {
+            o.request_message(m.len());
+        }
         let incoming = IncomingCall {
             call,
             message: a.message,
@@ -146,6 +202,7 @@ impl Effects for Act<'_> {
             deadline: a.deadline,
             out: self.out.uncounted(),
             shared: a.shared,
+            observed,
         };
         let mut fut = (route.handler)(incoming);
         if self.spawn_handlers {
@@ -160,6 +217,22 @@ impl Effects for Act<'_> {
 
     fn cancel(&mut self, task: usize) {
         self.exec.cancel(task);
+    }
+
+    fn rejected(&mut self, route: Option<&Route>, metadata: Option<&Metadata>, code: Code) {
+        let observers = self.observers;
+        let method = || match route {
+            Some(r) => r.observed(observers, self.system),
+            None => observers.other().clone(),
+        };
+        let empty = Metadata::new();
+        let observed = observe(
+            observers,
+            method,
+            Some(self.addr),
+            metadata.unwrap_or(&empty),
+        );
+        Observed::finish(observed, code);
     }
 }
 
@@ -185,6 +258,7 @@ impl Driver {
                 }
                 Poll::Ready(Some(Err(e))) => {
                     if e.kind() == conn::ErrorKind::Io || e.kind() == conn::ErrorKind::Truncated {
+                        self.closing = CloseReason::Io;
                         return Poll::Ready(Ok(()));
                     }
                     let reason = match e.downcast_ref::<tram_wire::Error>() {
@@ -213,10 +287,34 @@ impl Driver {
             }
             self.timers.busy(!self.calls.is_empty(), now);
         }
+        self.stats.stats.publish(
+            self.calls.len(),
+            self.calls.started(),
+            inbound.bytes_received(),
+            self.calls.is_going_away(),
+        );
+        if self.observers.counts_bytes() {
+            self.report(inbound.bytes_received());
+        }
         if more_frames {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
+    }
+
+    /// Reports the bytes moved and queued since the last report.
+    fn report(&mut self, received: u64) {
+        let sent = self.out.bytes_written();
+        let queued = self.out.queued_bytes();
+        let r = &mut self.reported;
+        self.observers
+            .transferred(received - r.received, sent - r.sent);
+        self.observers.queued(queued as i64 - r.queued as i64);
+        *r = Reported {
+            received,
+            sent,
+            queued,
+        };
     }
 
     fn go_away(&mut self, reason: Reason, message: &str) {
@@ -252,6 +350,9 @@ impl Driver {
             out: &self.out,
             exec: &mut self.exec,
             spawn_handlers: self.spawn_handlers,
+            observers: &self.observers,
+            system: self.system,
+            addr: self.addr,
         };
         self.calls.frame(frame, &mut act)
     }

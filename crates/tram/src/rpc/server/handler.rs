@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -20,6 +20,8 @@ use super::super::exec::BoxFuture;
 use super::super::stream::{CallShared, Streaming, send_failed, send_message_with_credit};
 use super::super::{Request, Response, Status};
 use crate::conn::{self, Sender};
+use crate::observe::trace;
+use crate::observe::{MethodObs, Observed, Observers, TRAM};
 
 /// How a method's messages flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +52,8 @@ pub(crate) struct IncomingCall {
     /// Stream state; only calls that stream in either direction have it
     /// (a unary call allocates none).
     pub(crate) shared: Option<Arc<CallShared>>,
+    /// The call as observed, when anything watches (see `observe`).
+    pub(crate) observed: Option<Box<Observed>>,
 }
 
 impl IncomingCall {
@@ -70,6 +74,21 @@ pub(crate) struct Route {
     pub(crate) name: Box<str>,
     pub(crate) kind: MethodKind,
     pub(crate) handler: Handler,
+    /// The method as the server's observers see tram's calls of it, from
+    /// its first observed call.
+    pub(crate) observed: OnceLock<Arc<MethodObs>>,
+}
+
+impl Route {
+    /// The method as `observers` see calls of it in `system`.
+    pub(crate) fn observed(&self, observers: &Observers, system: &'static str) -> Arc<MethodObs> {
+        if system != TRAM {
+            return observers.method(system, &self.name);
+        }
+        self.observed
+            .get_or_init(|| observers.method(TRAM, &self.name))
+            .clone()
+    }
 }
 
 /// The request of a single-request method, decoded from the CALL (whose
@@ -92,7 +111,10 @@ pub(crate) fn single_request<M: prost::Message + Default>(
 
 /// The request stream of a client-streaming or bidirectional method.
 pub(crate) fn request_stream<M>(call: &IncomingCall) -> Request<Streaming<M>> {
-    let requests = Streaming::new(call.stream_state(), call.out.clone(), call.call, None);
+    let mut requests = Streaming::new(call.stream_state(), call.out.clone(), call.call, None);
+    if let Some(o) = &call.observed {
+        requests = requests.observed(o.method().clone(), true);
+    }
     Request::from_wire(requests, call.metadata.clone(), call.deadline)
 }
 
@@ -147,15 +169,18 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut this = self.project();
-        let outcome = match this.state.as_mut().project() {
-            OneProj::Handler { fut } => ready!(fut.poll(cx)),
-            OneProj::Deadline { fut } => {
-                ready!(fut.as_mut().poll(cx)).unwrap_or_else(|_| Err(deadline::exceeded()))
+        let outcome = {
+            let _in_call = this.call.observed.as_deref().map(Observed::enter);
+            match this.state.as_mut().project() {
+                OneProj::Handler { fut } => ready!(fut.poll(cx)),
+                OneProj::Deadline { fut } => {
+                    ready!(fut.as_mut().poll(cx)).unwrap_or_else(|_| Err(deadline::exceeded()))
+                }
+                OneProj::Failed { status } => Err(status
+                    .take()
+                    .unwrap_or_else(|| Status::internal("call polled after its end"))),
+                OneProj::Sending { fut } => return fut.as_mut().poll(cx),
             }
-            OneProj::Failed { status } => Err(status
-                .take()
-                .unwrap_or_else(|| Status::internal("call polled after its end"))),
-            OneProj::Sending { fut } => return fut.as_mut().poll(cx),
         };
         match finish_unary(this.call, outcome) {
             None => Poll::Ready(()),
@@ -171,7 +196,7 @@ where
 /// Runs a handler that answers with a stream (server streaming, bidi) under
 /// the call's deadline: sends each item as credit allows, then END.
 pub(crate) fn respond_stream<M, S, Fut>(
-    call: IncomingCall,
+    mut call: IncomingCall,
     handler: Result<Fut, Status>,
 ) -> BoxFuture
 where
@@ -179,17 +204,29 @@ where
     S: Stream<Item = Result<M, Status>> + Send + 'static,
     Fut: Future<Output = Result<Response<S>, Status>> + Send + 'static,
 {
-    Box::pin(async move {
+    let mut observed = call.observed.take();
+    let scope = observed.as_deref().map(Observed::scope);
+    let respond = async move {
         let outcome = deadline::within(call.deadline, async {
             let (stream, headers, trailers) = handler?.await?.into_parts();
-            let unsent = send_stream(&call, stream, headers).await?;
+            let unsent = send_stream(&call, stream, headers, observed.as_deref()).await?;
             // No message carried the headers: they go with the trailers,
             // as in a gRPC trailers-only response.
             Ok(merge(unsent, trailers))
         })
         .await;
-        finish_stream(&call, outcome);
-    })
+        let code = finish_stream(&call, outcome);
+        if let Some(o) = &mut observed {
+            o.end(code);
+        }
+    };
+    match scope {
+        None => Box::pin(respond),
+        Some((span, trace)) => {
+            use tracing::Instrument;
+            Box::pin(trace::scoped(trace, respond).instrument(span))
+        }
+    }
 }
 
 /// Sends a single response as the call's end: one MESSAGE frame with
@@ -197,14 +234,21 @@ where
 /// trailers. The answer is queued at once when the queue has room (it
 /// nearly always has); otherwise the returned future waits for room and
 /// sends it.
-fn finish_unary<M>(call: &IncomingCall, outcome: Result<Response<M>, Status>) -> Option<BoxFuture>
+fn finish_unary<M>(
+    call: &mut IncomingCall,
+    outcome: Result<Response<M>, Status>,
+) -> Option<BoxFuture>
 where
     M: prost::Message + Send + 'static,
 {
+    let observed = call.observed.take();
     let out = &call.out;
     let status = match outcome {
         Ok(resp) => {
             let (msg, headers, trailers) = resp.into_parts();
+            if let Some(o) = &observed {
+                o.response_message(msg.encoded_len());
+            }
             let frame = Msg {
                 call: call.call,
                 end_stream: trailers.is_empty(),
@@ -212,7 +256,10 @@ where
                 msg: &msg,
             };
             match out.try_send(frame) {
-                Ok(()) if trailers.is_empty() => return None,
+                Ok(()) if trailers.is_empty() => {
+                    Observed::finish(observed, Code::Ok);
+                    return None;
+                }
                 Ok(()) => Status::new(Code::Ok, "").with_trailers(trailers),
                 Err(conn::TrySendError::Full(_)) => {
                     let (out, id) = (out.clone(), call.call);
@@ -224,13 +271,17 @@ where
                             msg: &msg,
                         };
                         let status = match out.send(frame).await {
-                            Ok(()) if trailers.is_empty() => return,
+                            Ok(()) if trailers.is_empty() => {
+                                Observed::finish(observed, Code::Ok);
+                                return;
+                            }
                             Ok(()) => Status::new(Code::Ok, "").with_trailers(trailers),
                             Err(e) => match refused(e) {
                                 Some(status) => status,
                                 None => return,
                             },
                         };
+                        Observed::finish(observed, status.code());
                         let _ = out.force_send(Frame::End(status.to_wire(id)));
                     }));
                 }
@@ -240,6 +291,7 @@ where
         }
         Err(status) => status,
     };
+    Observed::finish(observed, status.code());
     let _ = out.force_send(Frame::End(status.to_wire(call.call)));
     None
 }
@@ -264,12 +316,15 @@ fn merge(a: Metadata, b: Metadata) -> Metadata {
 }
 
 /// Ends a streaming response: END with OK and trailers, or the error.
-fn finish_stream(call: &IncomingCall, outcome: Result<Metadata, Status>) {
+/// Returns the call's code.
+fn finish_stream(call: &IncomingCall, outcome: Result<Metadata, Status>) -> Code {
     let status = match outcome {
         Ok(trailers) => Status::new(Code::Ok, "").with_trailers(trailers),
         Err(s) => s,
     };
+    let code = status.code();
     let _ = call.out.force_send(Frame::End(status.to_wire(call.call)));
+    code
 }
 
 /// Messages of a response stream taken from the handler and queued
@@ -285,6 +340,7 @@ async fn send_stream<M, S>(
     call: &IncomingCall,
     stream: S,
     headers: Metadata,
+    observed: Option<&Observed>,
 ) -> Result<Metadata, Status>
 where
     M: prost::Message,
@@ -321,6 +377,9 @@ where
             Poll::Ready(None)
         })
         .await;
+        if let Some(o) = observed {
+            run.iter().for_each(|m| o.response_message(m.encoded_len()));
+        }
         let mut sent = 0;
         while sent < run.len() {
             if credit == 0 {

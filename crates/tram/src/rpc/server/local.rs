@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use bytes::BytesMut;
 use parking_lot::Mutex;
 use tokio::time::Instant;
-use tram_wire::{Frame, FrameDecoder};
+use tram_wire::{Code, Frame, FrameDecoder};
 
 use super::super::codec::RpcEncoder;
 use super::super::intercept::CallInfo;
@@ -20,11 +20,13 @@ use super::Server;
 use super::handler::{IncomingCall, MethodKind};
 use crate::conn;
 use crate::gateway::RawMessage;
+use crate::observe::{OTHER_METHOD, Observed, observe};
 
 /// Runs one unary call to the method at `path` of `server` in the calling
 /// task: the server's interceptor and metadata limit apply, then the
 /// handler runs under the request's deadline. The message is passed
-/// through undecoded.
+/// through undecoded. `system` names the protocol the call came in (`grpc`,
+/// `connectrpc`) for the server's observers.
 ///
 /// # Errors
 ///
@@ -35,27 +37,48 @@ pub async fn call_unary(
     path: &str,
     request: Request<RawMessage>,
     peer: SocketAddr,
+    system: &'static str,
 ) -> Result<Response<RawMessage>, Status> {
+    let config = &server.config;
+    let observers = &config.observers;
     let route = server
         .routes
         .0
         .get(path)
-        .filter(|r| r.kind == MethodKind::Unary)
-        .ok_or_else(|| Status::unimplemented(format!("no unary method {path}")))?;
+        .filter(|r| r.kind == MethodKind::Unary);
     let deadline = request.timeout().map(|t| Instant::now() + t);
     let (msg, metadata, _) = request.into_parts();
-    let config = &server.config;
+    let Some(route) = route else {
+        let method = || observers.method(system, OTHER_METHOD);
+        let observed = observe(observers, method, Some(peer), &metadata);
+        Observed::finish(observed, Code::Unimplemented);
+        return Err(Status::unimplemented(format!("no unary method {path}")));
+    };
+    let observed = observe(
+        observers,
+        || route.observed(observers, system),
+        Some(peer),
+        &metadata,
+    );
     let settings = config.settings;
-    if metadata.encoded_len() > settings.max_metadata_size as usize {
-        return Err(Status::resource_exhausted("request metadata too large"));
-    }
-    if let Some(check) = &config.interceptor {
+    let refused = if metadata.encoded_len() > settings.max_metadata_size as usize {
+        Err(Status::resource_exhausted("request metadata too large"))
+    } else if let Some(check) = &config.interceptor {
         check.check(&CallInfo {
             method: path,
             metadata: &metadata,
             peer,
             peer_certificates: None,
-        })?;
+        })
+    } else {
+        Ok(())
+    };
+    if let Err(status) = refused {
+        Observed::finish(observed, status.code());
+        return Err(status);
+    }
+    if let Some(o) = &observed {
+        o.request_message(msg.0.len());
     }
     let captured = Arc::new(Mutex::new(BytesMut::new()));
     let mut encoder = RpcEncoder::new();
@@ -76,6 +99,7 @@ pub async fn call_unary(
         deadline,
         out,
         shared: None,
+        observed,
     };
     (route.handler)(call).await;
     let mut bytes = std::mem::take(&mut *captured.lock());

@@ -35,6 +35,7 @@ pub use local::call_unary;
 use super::transport;
 use crate::conn::Listener;
 use crate::gateway;
+use crate::observe::{ConnectionInfo, TRAM};
 use builder::ServerConfig;
 use handler::Route;
 
@@ -45,6 +46,26 @@ pub struct Server {
     config: Arc<ServerConfig>,
     /// Serves connections that do not open with tram's preface.
     gateway: Option<Arc<dyn gateway::Protocol>>,
+}
+
+/// Tells whether a server has begun its graceful shutdown (its
+/// `serve_with_shutdown` signal fired): from then on it takes no new
+/// connections and lets the calls in flight finish. Get one from
+/// [`Server::draining`] or [`ServerBuilder::draining`].
+#[derive(Debug, Clone)]
+pub struct Draining(watch::Receiver<bool>);
+
+impl Draining {
+    /// Whether the server is draining now.
+    pub fn is_draining(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until the server starts draining.
+    pub async fn wait(&mut self) {
+        // An error: the server is gone, which is as good as drained.
+        let _ = self.0.wait_for(|d| *d).await;
+    }
 }
 
 /// The methods of a server, by path.
@@ -65,6 +86,19 @@ impl Server {
     /// Every method path this server has.
     pub fn method_paths(&self) -> impl Iterator<Item = &str> {
         self.routes.0.keys().map(String::as_str)
+    }
+
+    /// Whether this server has begun its graceful shutdown (for health
+    /// checks that should report not serving while it drains).
+    pub fn draining(&self) -> Draining {
+        Draining(self.config.drain.subscribe())
+    }
+
+    /// A snapshot of the tram connections this server (and its clones)
+    /// serve now, oldest first: peer, age, calls in flight, queued and
+    /// moved bytes.
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        self.config.registry.snapshot()
     }
 
     /// Hands the connections that do not start with tram's preface (by
@@ -127,6 +161,19 @@ impl Server {
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
     {
+        self.serve_connection_as(io, peer, TRAM).await
+    }
+
+    /// [`Server::serve_connection`], its calls observed as `system`'s.
+    pub(crate) async fn serve_connection_as<IO>(
+        &self,
+        io: IO,
+        peer: SocketAddr,
+        system: &'static str,
+    ) -> io::Result<()>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+    {
         // Never stopped from outside: the connection's own end ends it.
         let (_keep, stop) = watch::channel(false);
         let peer = calls::Peer {
@@ -139,6 +186,7 @@ impl Server {
             self.routes.clone(),
             self.config.clone(),
             stop,
+            system,
         )
         .await
     }

@@ -17,6 +17,7 @@ use tram_wire::{CallId, Credit, Frame, Metadata};
 use super::Status;
 use super::codec::{Msg, RpcEncoder};
 use crate::conn::Sender;
+use crate::observe::{MethodObs, Observed};
 
 pub(crate) use state::CallShared;
 use state::Queued;
@@ -97,6 +98,11 @@ pub struct Streaming<M> {
     call: CallId,
     /// Keeps the call alive (client side: dropping cancels the call).
     _guard: Option<Box<dyn Send + Sync>>,
+    /// The method whose message sizes are recorded, and whether these
+    /// messages are its requests.
+    observed: Option<(Arc<MethodObs>, bool)>,
+    /// A client's call, observed until its response stream ends.
+    call_observed: Option<Box<Observed>>,
     _message: PhantomData<fn() -> M>,
 }
 
@@ -129,8 +135,32 @@ impl<M> Streaming<M> {
             out,
             call,
             _guard: guard,
+            observed: None,
+            call_observed: None,
             _message: PhantomData,
         }
+    }
+
+    /// Records the size of each message taken as `method`'s requests (or
+    /// responses).
+    pub(crate) fn observed(mut self, method: Arc<MethodObs>, requests: bool) -> Self {
+        self.observed = Some((method, requests));
+        self
+    }
+
+    /// A client's call (if observed), its end seen as its response stream
+    /// ends (or is dropped: cancelled), its responses' sizes recorded.
+    pub(crate) fn observing(mut self, call: Option<Box<Observed>>) -> Self {
+        if let Some(o) = &call {
+            self.observed = Some((o.method().clone(), false));
+        }
+        self.call_observed = call;
+        self
+    }
+
+    /// The observed call ended with `code`.
+    pub(crate) fn end_observed(&mut self, code: tram_wire::Code) {
+        Observed::finish(self.call_observed.take(), code);
     }
 }
 
@@ -150,7 +180,11 @@ impl<M: prost::Message + Default> Streaming<M> {
     fn poll_next_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<M, Status>>> {
         let mut grant = 0;
         let item = loop {
+            let before = self.taken.bytes;
             if let Some(item) = self.taken.next::<M>() {
+                if let Some((method, requests)) = &self.observed {
+                    method.message(*requests, self.taken.bytes - before);
+                }
                 if self.taken.due() {
                     grant += self.shared.credit(&mut self.taken);
                 }
@@ -171,6 +205,13 @@ impl<M: prost::Message + Default> Streaming<M> {
             }
         };
         self.send_credit(grant);
+        if self.call_observed.is_some() {
+            match &item {
+                None => self.end_observed(tram_wire::Code::Ok),
+                Some(Err(status)) => self.end_observed(status.code()),
+                Some(Ok(_)) => {}
+            }
+        }
         Poll::Ready(item)
     }
 
