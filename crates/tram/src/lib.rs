@@ -34,6 +34,9 @@
 //!   protobuf, JSON lines, tram frames, or your own), batched writes, a
 //!   byte-bounded outbound queue and a bounded read buffer; TCP connect and
 //!   accept helpers.
+//! - [`observe`]: metrics (OpenTelemetry's RPC names, through the
+//!   `metrics` facade), call spans, W3C trace context, observers of your
+//!   own, snapshots of connections.
 //! - [`gateway`]: plumbing for other protocols on a tram server's port
 //!   (what `tram-grpc` is built on).
 //! - `tls` (feature `tls`): TLS and mutual TLS with rustls, for both.

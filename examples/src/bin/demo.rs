@@ -4,7 +4,9 @@
 //! The server runs on its own tokio runtime (its own 2 threads), the client
 //! on another. The client preloads 10,000 keys through one `BulkSet` stream
 //! (client streaming), then 64 tasks run a 90/10 Get/Set mix for 3 seconds,
-//! and a watcher counts the Set events it is streamed meanwhile.
+//! and a watcher counts the Set events it is streamed meanwhile. tram's
+//! metrics go to a Prometheus recorder, and the demo ends with an excerpt
+//! of the scrape (`examples/src/bin/observe.rs` shows all of it).
 //!
 //! `cargo run --release -p tram-examples --bin demo`
 
@@ -18,6 +20,17 @@ use tram_examples::load::{self, LoadConfig, Phase};
 use tram_examples::proto::kv::{self, kv_client::KvClient, kv_server::KvServer};
 
 fn main() -> anyhow::Result<()> {
+    // Installed before the server and the client are built: they record
+    // into it from then on.
+    // Histograms with buckets (seconds for durations, bytes for sizes): the
+    // exporter's default, summaries with rolling quantiles, costs several
+    // times as much per value.
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&[
+            1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 64.0, 1024.0,
+            16384.0, 1048576.0,
+        ])?
+        .install_recorder()?;
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -68,6 +81,20 @@ fn main() -> anyhow::Result<()> {
             "watcher: {} change events streamed during the mix (slow watchers are told they lagged)",
             seen.load(Ordering::Relaxed)
         );
+        println!();
+        println!("server metrics (an excerpt of the Prometheus scrape):");
+        for line in metrics.render().lines().filter(|l| scrape_excerpt(l)) {
+            println!("  {line}");
+        }
         anyhow::Ok(())
     })
+}
+
+/// The lines of the scrape the demo prints: the server's calls by method
+/// and status, and its connections.
+fn scrape_excerpt(line: &str) -> bool {
+    line.starts_with("rpc_server_calls_started")
+        || line.starts_with("rpc_server_call_duration_count")
+        || line.starts_with("tram_connections_opened{side=\"server\"}")
+        || line.starts_with("tram_connection_bytes_received{side=\"server\"}")
 }

@@ -41,6 +41,10 @@ pub(crate) struct Args {
     /// messages after `--warmup`).
     #[arg(long)]
     stream: bool,
+    /// Unary calls of `tram-observed` (metrics recorder and call spans)
+    /// instead of plain tram.
+    #[arg(long)]
+    observed: bool,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
@@ -53,8 +57,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let server = tokio::spawn(systems::serve(Workload::Unary, System::Tram, listener, 1));
-        let client = UnaryClient::connect(System::Tram, addr).await?;
+        let system = if args.observed {
+            System::TramObserved
+        } else {
+            System::Tram
+        };
+        let server = tokio::spawn(systems::serve(Workload::Unary, system, listener, 1));
+        let client = UnaryClient::connect(system, addr).await?;
         let payload = Bytes::from(vec![0xab; args.payload]);
         call_n(&client, args.warmup, args.concurrency, &payload).await?;
         let started = std::time::Instant::now();

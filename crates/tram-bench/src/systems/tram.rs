@@ -54,8 +54,13 @@ static OBSERVING: AtomicBool = AtomicBool::new(false);
 pub(super) fn install_observability(always: bool) {
     use tracing_subscriber::layer::SubscriberExt as _;
     OBSERVING.store(always, Ordering::Relaxed);
-    if let Err(e) = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
-        eprintln!("tram-observed: no metrics recorder: {e}");
+    // `TRAM_BENCH_OBSERVE=metrics` or `=spans` measures one alone.
+    let only = std::env::var("TRAM_BENCH_OBSERVE").unwrap_or_default();
+    if only != "spans" {
+        install_recorder();
+    }
+    if only == "metrics" {
+        return;
     }
     let spans = tracing_subscriber::filter::filter_fn(|meta| {
         meta.target() == "tram::call" && OBSERVING.load(Ordering::Relaxed)
@@ -63,6 +68,30 @@ pub(super) fn install_observability(always: bool) {
     let subscriber = tracing_subscriber::registry().with(spans);
     if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
         eprintln!("tram-observed: no span subscriber: {e}");
+    }
+}
+
+/// Installs a Prometheus recorder, with histogram buckets as a service
+/// exporting to Prometheus configures them (the default, summaries with
+/// rolling quantiles, costs several times as much per value).
+fn install_recorder() {
+    let buckets = [
+        1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25,
+        0.5, 1.0, 2.5, 5.0, 10.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 1048576.0,
+    ];
+    let builder = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&buckets)
+        .expect("non-empty buckets");
+    match builder.install_recorder() {
+        // Histograms gather samples until upkeep folds them in: as a
+        // scraped service's exporter does, every few seconds.
+        Ok(handle) => drop(std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(5));
+                handle.run_upkeep();
+            }
+        })),
+        Err(e) => eprintln!("tram-observed: no metrics recorder: {e}"),
     }
 }
 

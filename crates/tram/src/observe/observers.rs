@@ -6,6 +6,7 @@
 //! carries a trace context. Otherwise the call pays for one check and
 //! carries nothing.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -19,9 +20,9 @@ use super::metrics::{ConnectionMetrics, MethodMetrics};
 use super::trace::{self, TraceContext};
 use super::{CallEnd, CallStart, CloseReason, ConnectionEvent, OTHER_METHOD, Observer, Side};
 
-/// Methods a channel keeps apart in its metrics and spans; calls to more
-/// (paths built at run time, say) are counted as `_OTHER`.
-const MAX_METHODS: usize = 1000;
+/// Methods kept apart in metrics and spans, across the process; calls to
+/// more (paths built at run time, say) are counted as `_OTHER`.
+const MAX_METHODS: usize = 10_000;
 
 /// What watches the calls and connections of one server or channel.
 pub(crate) struct Observers {
@@ -30,20 +31,21 @@ pub(crate) struct Observers {
     /// is observed.
     always: bool,
     metrics: bool,
-    users: Box<[Arc<dyn Observer>]>,
+    /// The user's observers; `None` if there are none.
+    users: Option<Users>,
     conns: Option<ConnectionMetrics>,
-    /// Methods seen so far, by system (`tram` first), then by path.
-    methods: RwLock<Vec<(&'static str, ByName)>>,
-    /// `_OTHER` for tram's own calls (the server's unknown methods).
-    other: OnceLock<Arc<MethodObs>>,
 }
 
-/// A system's methods, by path.
-type ByName = HashMap<Box<str>, Arc<MethodObs>>;
+/// The user's observers, shared by the calls that tell them.
+type Users = Arc<[Arc<dyn Observer>]>;
 
 /// One method as observed: its name and, with metrics on, its handles.
+/// Made once per process for each side, system and method (see
+/// [`intern`]), and never freed, so that a call refers to it without a
+/// reference count.
 pub(crate) struct MethodObs {
     pub(crate) name: Box<str>,
+    side: Side,
     system: &'static str,
     metrics: Option<MethodMetrics>,
 }
@@ -59,10 +61,84 @@ impl MethodObs {
             }
         }
     }
+
+    fn is(&self, side: Side, system: &str, metrics: bool, name: &str) -> bool {
+        self.side == side
+            && self.system == system
+            && self.metrics.is_some() == metrics
+            && &*self.name == name
+    }
 }
 
 /// The system of tram's own calls.
 pub(crate) const TRAM: &str = "tram";
+
+/// Every method observed in the process, by side, system and whether it
+/// has metrics, then by name: at most [`MAX_METHODS`] of them, plus
+/// `_OTHER`.
+type Interned = HashMap<(Side, &'static str, bool), HashMap<Box<str>, &'static MethodObs>>;
+
+static INTERNED: OnceLock<RwLock<(Interned, usize)>> = OnceLock::new();
+
+thread_local! {
+    /// The methods this thread looked up last: a client's calls find
+    /// theirs without a lock or a hash.
+    static RECENT: RefCell<([Option<&'static MethodObs>; 8], usize)> =
+        const { RefCell::new(([None; 8], 0)) };
+}
+
+/// The one [`MethodObs`] for `name` of `system` on `side` (with metric
+/// handles if `metrics`), made on first use.
+fn intern(side: Side, system: &'static str, metrics: bool, name: &str) -> &'static MethodObs {
+    let hit = RECENT.with(|r| {
+        r.borrow()
+            .0
+            .iter()
+            .flatten()
+            .find(|m| m.is(side, system, metrics, name))
+            .copied()
+    });
+    if let Some(m) = hit {
+        return m;
+    }
+    let m = intern_slow(side, system, metrics, name);
+    RECENT.with(|r| {
+        let (slots, next) = &mut *r.borrow_mut();
+        slots[*next] = Some(m);
+        *next = (*next + 1) % slots.len();
+    });
+    m
+}
+
+#[inline(never)]
+fn intern_slow(side: Side, system: &'static str, metrics: bool, name: &str) -> &'static MethodObs {
+    let interned = INTERNED.get_or_init(RwLock::default);
+    let key = (side, system, metrics);
+    if let Some(m) = interned.read().0.get(&key).and_then(|by| by.get(name)) {
+        return m;
+    }
+    let mut guard = interned.write();
+    let (all, count) = &mut *guard;
+    let by_name = all.entry(key).or_default();
+    if let Some(m) = by_name.get(name) {
+        return m;
+    }
+    let name = if *count >= MAX_METHODS {
+        OTHER_METHOD
+    } else {
+        name
+    };
+    by_name.entry(name.into()).or_insert_with(|| {
+        *count += 1;
+        // Bounded by `MAX_METHODS`: leaked on purpose, see `MethodObs`.
+        Box::leak(Box::new(MethodObs {
+            name: name.into(),
+            side,
+            system,
+            metrics: metrics.then(|| MethodMetrics::new(side, system, name)),
+        }))
+    })
+}
 
 impl Observers {
     /// `metrics`: on, off, or (`None`) on when a metrics recorder is
@@ -73,10 +149,8 @@ impl Observers {
             side,
             always: metrics || !users.is_empty(),
             metrics,
-            users: users.into_boxed_slice(),
+            users: (!users.is_empty()).then(|| users.into()),
             conns: metrics.then(|| ConnectionMetrics::new(side)),
-            methods: RwLock::new(Vec::new()),
-            other: OnceLock::new(),
         }
     }
 
@@ -92,52 +166,18 @@ impl Observers {
         self.conns.is_some()
     }
 
-    /// The method `name` of `system`, registered on first use (with its
-    /// metric handles), `_OTHER` past the bound.
-    pub(crate) fn method(&self, system: &'static str, name: &str) -> Arc<MethodObs> {
-        if let Some(m) = self
-            .methods
-            .read()
-            .iter()
-            .find(|(s, _)| *s == system)
-            .and_then(|(_, by_name)| by_name.get(name))
-        {
-            return m.clone();
-        }
-        let mut methods = self.methods.write();
-        let index = match methods.iter().position(|(s, _)| *s == system) {
-            Some(i) => i,
-            None => {
-                methods.push((system, HashMap::new()));
-                methods.len() - 1
-            }
-        };
-        let by_name = &mut methods[index].1;
-        let name = if by_name.len() >= MAX_METHODS && !by_name.contains_key(name) {
-            OTHER_METHOD
-        } else {
-            name
-        };
-        by_name
-            .entry(name.into())
-            .or_insert_with(|| self.new_method(system, name))
-            .clone()
+    /// The method `name` of `system`, as these observers see it.
+    pub(crate) fn method(&self, system: &'static str, name: &str) -> &'static MethodObs {
+        intern(self.side, system, self.metrics, name)
     }
 
     /// `_OTHER`, for a call to a method the server does not have.
-    pub(crate) fn other(&self) -> &Arc<MethodObs> {
-        self.other
-            .get_or_init(|| self.new_method(TRAM, OTHER_METHOD))
+    pub(crate) fn other(&self) -> &'static MethodObs {
+        self.method(TRAM, OTHER_METHOD)
     }
 
-    fn new_method(&self, system: &'static str, name: &str) -> Arc<MethodObs> {
-        Arc::new(MethodObs {
-            name: name.into(),
-            system,
-            metrics: self
-                .metrics
-                .then(|| MethodMetrics::new(self.side, system, name)),
-        })
+    fn users(&self) -> &[Arc<dyn Observer>] {
+        self.users.as_deref().unwrap_or_default()
     }
 
     /// A connection opened.
@@ -150,7 +190,7 @@ impl Observers {
             side: self.side,
             peer,
         };
-        self.users.iter().for_each(|o| o.connection(&event));
+        self.users().iter().for_each(|o| o.connection(&event));
     }
 
     /// Bytes moved on a connection since it last reported.
@@ -192,7 +232,7 @@ impl Observers {
             bytes_received,
             bytes_sent,
         };
-        self.users.iter().for_each(|o| o.connection(&event));
+        self.users().iter().for_each(|o| o.connection(&event));
     }
 
     /// A client starts connecting.
@@ -212,7 +252,7 @@ impl Observers {
             failures,
             backoff,
         };
-        self.users.iter().for_each(|o| o.connection(&event));
+        self.users().iter().for_each(|o| o.connection(&event));
     }
 }
 
@@ -220,7 +260,7 @@ impl std::fmt::Debug for Observers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Observers")
             .field("metrics", &self.metrics)
-            .field("observers", &self.users.len())
+            .field("observers", &self.users().len())
             .finish_non_exhaustive()
     }
 }
@@ -243,8 +283,9 @@ fn spans_enabled() -> bool {
 /// calls that are (see [`Observers::watching`]). Dropped before its end, the
 /// call counts as cancelled.
 pub(crate) struct Observed {
-    observers: Arc<Observers>,
-    method: Arc<MethodObs>,
+    method: &'static MethodObs,
+    /// The user's observers, if any.
+    users: Option<Users>,
     started: Instant,
     span: tracing::Span,
     /// The trace context of the call: on a server, the handler's (a child
@@ -254,24 +295,27 @@ pub(crate) struct Observed {
 }
 
 impl Observed {
-    /// A call of `method` starts, with these request headers. On a server,
-    /// a `traceparent` in them is continued.
+    /// A call of `method` started at `started`, with these request
+    /// headers. On a server, a `traceparent` in them is continued.
     pub(crate) fn start(
-        observers: &Arc<Observers>,
-        method: Arc<MethodObs>,
+        observers: &Observers,
+        method: &'static MethodObs,
         peer: Option<SocketAddr>,
         metadata: &Metadata,
+        started: Instant,
     ) -> Box<Observed> {
         let side = observers.side;
         let trace = match side {
-            Side::Server => TraceContext::from_metadata(metadata).map(|c| c.child()),
-            Side::Client => None,
+            Side::Server if !metadata.is_empty() => {
+                TraceContext::from_metadata(metadata).map(|c| c.child())
+            }
+            _ => None,
         };
         let span = call_span(side, method.system, &method.name, trace.as_ref());
         if let Some(m) = &method.metrics {
             m.start();
         }
-        if !observers.users.is_empty() {
+        if let Some(users) = &observers.users {
             let call = CallStart {
                 side,
                 system: method.system,
@@ -279,12 +323,12 @@ impl Observed {
                 peer,
                 metadata,
             };
-            observers.users.iter().for_each(|o| o.call_start(&call));
+            users.iter().for_each(|o| o.call_start(&call));
         }
         Box::new(Observed {
-            observers: observers.clone(),
             method,
-            started: Instant::now(),
+            users: observers.users.clone(),
+            started,
             span,
             trace,
             ended: false,
@@ -302,8 +346,8 @@ impl Observed {
     }
 
     /// The method observed.
-    pub(crate) fn method(&self) -> &Arc<MethodObs> {
-        &self.method
+    pub(crate) fn method(&self) -> &'static MethodObs {
+        self.method
     }
 
     /// The call's span and trace context, to run a future in.
@@ -334,7 +378,8 @@ impl Observed {
             return;
         }
         let elapsed = self.started.elapsed();
-        if let Some(m) = &self.method.metrics {
+        let method = self.method;
+        if let Some(m) = &method.metrics {
             m.end(code, elapsed);
         }
         if !self.span.is_disabled() {
@@ -350,15 +395,15 @@ impl Observed {
                 }
             }
         }
-        if !self.observers.users.is_empty() {
+        if let Some(users) = &self.users {
             let call = CallEnd {
-                side: self.observers.side,
-                system: self.method.system,
-                method: &self.method.name,
+                side: method.side,
+                system: method.system,
+                method: &method.name,
                 code,
                 elapsed,
             };
-            self.observers.users.iter().for_each(|o| o.call_end(&call));
+            users.iter().for_each(|o| o.call_end(&call));
         }
     }
 }
@@ -376,20 +421,25 @@ impl Drop for Observed {
     }
 }
 
-/// Where a call of `system` starts, the observation it needs, if any: the
-/// call is watched, or (on a server) carries a trace context to continue.
+/// Where a call starts, the observation it needs, if any: the call is
+/// watched, or (on a server) carries a trace context to continue.
+/// `started`: when the call started, if the caller has the time at hand.
 #[inline]
 pub(crate) fn observe(
-    observers: &Arc<Observers>,
-    method: impl FnOnce() -> Arc<MethodObs>,
+    observers: &Observers,
+    method: impl FnOnce() -> &'static MethodObs,
     peer: Option<SocketAddr>,
     metadata: &Metadata,
+    started: Option<Instant>,
 ) -> Option<Box<Observed>> {
     let observed = observers.watching()
         || (observers.side == Side::Server
             && !metadata.is_empty()
             && metadata.get(trace::TRACEPARENT).is_some());
-    observed.then(|| Observed::start(observers, method(), peer, metadata))
+    observed.then(|| {
+        let started = started.unwrap_or_else(Instant::now);
+        Observed::start(observers, method(), peer, metadata, started)
+    })
 }
 
 fn call_span(

@@ -57,3 +57,26 @@ macro_rules! connection_setters {
 }
 
 pub(crate) use connection_setters;
+
+/// The observability setters both builders share, for a builder with
+/// `observers` (the user's) and `metrics` (on, off, or `None`: on when a
+/// recorder is installed) fields.
+macro_rules! observe_setters {
+    () => {
+        /// Adds an observer of every call and connection (see
+        /// [`crate::observe`]); observers see events in the order added.
+        pub fn observer(mut self, observer: impl crate::observe::Observer) -> Self {
+            self.observers.push(std::sync::Arc::new(observer));
+            self
+        }
+
+        /// Records the built-in metrics or not (by default, when a
+        /// `metrics` recorder is installed by the time this is built; see
+        /// [`crate::observe`]).
+        pub fn metrics(mut self, on: bool) -> Self {
+            self.metrics = Some(on);
+            self
+        }
+    };
+}
+pub(crate) use observe_setters;

@@ -95,7 +95,13 @@ impl Channel {
     fn observe_call(&self, path: &str, metadata: Metadata) -> (Metadata, Option<Box<Observed>>) {
         let metadata = trace::propagate(metadata);
         let observers = &self.pool.config.observers;
-        let observed = observe(observers, || observers.method(TRAM, path), None, &metadata);
+        let observed = observe(
+            observers,
+            || observers.method(TRAM, path),
+            None,
+            &metadata,
+            None,
+        );
         (metadata, observed)
     }
 

@@ -21,7 +21,7 @@ use super::builder::ChannelConfig;
 use super::calls::Effects;
 use super::conn::ClientConn;
 use crate::conn::{self, Inbound};
-use crate::observe::{CloseReason, limit};
+use crate::observe::{CloseReason, Observers, limit};
 
 /// Frames (or runs of one stream's plain messages, each counted once)
 /// decoded ahead of taking the call table's lock, at most. Short enough
@@ -64,7 +64,14 @@ pub(super) async fn connect(
     let observers = config.observers.clone();
     tokio::spawn(async move {
         let mut settled_tx = Some(settled_tx);
-        let (why, reason) = read_loop(&reader, &mut inbound, keepalive, &mut settled_tx).await;
+        let (why, reason) = read_loop(
+            &reader,
+            &mut inbound,
+            keepalive,
+            &mut settled_tx,
+            &observers,
+        )
+        .await;
         if settled_tx.is_none() {
             // It had opened (the handshake finished).
             observers.closed(
@@ -106,7 +113,10 @@ async fn read_loop(
     inbound: &mut Inbound<BoxRead, RunDecoder>,
     keepalive: Option<Keepalive>,
     settled_tx: &mut Option<oneshot::Sender<Result<(), Status>>>,
+    observers: &Observers,
 ) -> (Status, CloseReason) {
+    // The bytes moved as last reported to the metrics.
+    let (mut reported_in, mut reported_out) = (0, 0);
     let mut settled = false;
     let mut fx = Effects::default();
     let mut batch = Vec::new();
@@ -224,6 +234,13 @@ async fn read_loop(
         }
         conn.received
             .store(inbound.bytes_received(), Ordering::Relaxed);
+        conn.received
+            .store(inbound.bytes_received(), Ordering::Relaxed);
+        if observers.counts_bytes() {
+            let (now_received, now_sent) = (inbound.bytes_received(), conn.out.bytes_written());
+            observers.transferred(now_received - reported_in, now_sent - reported_out);
+            (reported_in, reported_out) = (now_received, now_sent);
+        }
         if let Some(e) = failed {
             return violation(
                 conn,

@@ -28,7 +28,7 @@ pub struct RequestSink<Req> {
     guard: Arc<Mutex<CallHandle>>,
     closed: bool,
     /// The method whose request sizes are recorded, if observed.
-    method: Option<Arc<MethodObs>>,
+    method: Option<&'static MethodObs>,
     _types: PhantomData<fn(Req)>,
 }
 
@@ -149,20 +149,9 @@ impl Channel {
         Resp: prost::Message + Default,
     {
         let (msg, metadata, timeout) = request.into_parts();
-        let (metadata, observed) = self.observe_call(path, metadata);
-        if let Some(o) = &observed {
-            o.request_message(msg.encoded_len());
-        }
-        let opened = self
+        let (handle, shared, observed) = self
             .open_stream(path, Some(&msg), metadata, timeout, true)
-            .await;
-        let (handle, shared) = match opened {
-            Ok(opened) => opened,
-            Err(status) => {
-                Observed::finish(observed, status.code());
-                return Err(status);
-            }
-        };
+            .await?;
         let (conn, id) = (handle.conn.clone(), handle.id);
         let guard = Box::new(Mutex::new(handle));
         Ok(Streaming::new(shared, conn.out.clone(), id, Some(guard)).observing(observed))
@@ -291,20 +280,12 @@ impl Channel {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let (metadata, observed) = self.observe_call(path, metadata);
-        let opened = self
+        let (handle, shared, observed) = self
             .open_stream::<Req>(path, None, metadata, timeout, false)
-            .await;
-        let (handle, shared) = match opened {
-            Ok(opened) => opened,
-            Err(status) => {
-                Observed::finish(observed, status.code());
-                return Err(status);
-            }
-        };
+            .await?;
         let (conn, id) = (handle.conn.clone(), handle.id);
         let guard = Arc::new(Mutex::new(handle));
-        let method = observed.as_ref().map(|o| o.method().clone());
+        let method = observed.as_ref().map(|o| o.method());
         let responses = Streaming::new(
             shared.clone(),
             conn.out.clone(),
@@ -324,7 +305,8 @@ impl Channel {
         Ok((sink, responses))
     }
 
-    /// Opens a streaming call: its handle and stream state.
+    /// Opens a streaming call: its handle, stream state and observation
+    /// (ended here if the call cannot be opened).
     async fn open_stream<M: prost::Message>(
         &self,
         path: &str,
@@ -332,9 +314,13 @@ impl Channel {
         metadata: Metadata,
         timeout: Option<std::time::Duration>,
         end_stream: bool,
-    ) -> Result<(CallHandle, Arc<CallShared>), Status> {
+    ) -> Result<(CallHandle, Arc<CallShared>, Option<Box<Observed>>), Status> {
+        let (metadata, observed) = self.observe_call(path, metadata);
+        if let (Some(o), Some(msg)) = (&observed, msg) {
+            o.request_message(msg.encoded_len());
+        }
         let at = deadline::after(timeout);
-        deadline::within(at, async {
+        let opened = deadline::within(at, async {
             let conn = self.pool.connection().await?;
             let metadata = conn.intercept(path, metadata)?;
             let shared = conn.new_shared();
@@ -350,7 +336,14 @@ impl Channel {
                 .await?;
             Ok((handle, shared))
         })
-        .await
+        .await;
+        match opened {
+            Ok((handle, shared)) => Ok((handle, shared, observed)),
+            Err(status) => {
+                Observed::finish(observed, status.code());
+                Err(status)
+            }
+        }
     }
 }
 

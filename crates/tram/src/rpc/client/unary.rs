@@ -175,7 +175,7 @@ fn observe_request<Req: prost::Message>(
     let observers = &channel.pool.config.observers;
     let observed = observers.watching().then(|| {
         let method = observers.method(TRAM, path);
-        let o = Observed::start(observers, method, None, request.metadata());
+        let o = Observed::start(observers, method, None, request.metadata(), Instant::now());
         o.request_message(request.get_ref().encoded_len());
         o
     });

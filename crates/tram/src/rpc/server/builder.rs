@@ -263,20 +263,7 @@ impl ServerBuilder {
         self
     }
 
-    /// Adds an observer of every call and connection (see
-    /// [`crate::observe`]); observers see events in the order added.
-    pub fn observer(mut self, observer: impl Observer) -> Self {
-        self.observers.push(Arc::new(observer));
-        self
-    }
-
-    /// Records the built-in metrics (on by default when a `metrics`
-    /// recorder is installed as the server is built; see
-    /// [`crate::observe`]).
-    pub fn metrics(mut self, on: bool) -> Self {
-        self.metrics = Some(on);
-        self
-    }
+    super::super::settings::observe_setters!();
 
     super::super::settings::connection_setters!();
 

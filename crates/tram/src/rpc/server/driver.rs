@@ -78,6 +78,7 @@ pub(crate) async fn serve(
         stats: registered,
         closing: CloseReason::Normal,
         reported: Reported::default(),
+        now: None,
     };
     let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
     // A persistent future, so that its wake-up registration survives polls.
@@ -163,6 +164,8 @@ struct Driver {
     /// Why the connection is closing, should it close now.
     closing: CloseReason,
     reported: Reported,
+    /// The time, read once per turn when first needed.
+    now: Option<Instant>,
 }
 
 /// The connection's byte counts as last reported to the metrics.
@@ -181,16 +184,28 @@ struct Act<'a> {
     observers: &'a Arc<Observers>,
     system: &'static str,
     addr: SocketAddr,
+    now: &'a mut Option<Instant>,
+}
+
+impl Act<'_> {
+    /// When a call with `metadata` started, if it may be observed: the
+    /// turn's time.
+    fn started(&mut self, metadata: &Metadata) -> Option<Instant> {
+        (self.observers.watching() || !metadata.is_empty())
+            .then(|| *self.now.get_or_insert_with(Instant::now))
+    }
 }
 
 impl Effects for Act<'_> {
     fn start(&mut self, route: &Route, a: Accepted) -> Option<usize> {
         let call = a.call;
+        let started = self.started(&a.metadata);
         let observed = observe(
             self.observers,
             || route.observed(self.observers, self.system),
             Some(self.addr),
             &a.metadata,
+            started,
         );
         if let (Some(o), Some(m)) = (&observed, &a.message) {
             o.request_message(m.len());
@@ -220,18 +235,15 @@ impl Effects for Act<'_> {
     }
 
     fn rejected(&mut self, route: Option<&Route>, metadata: Option<&Metadata>, code: Code) {
-        let observers = self.observers;
-        let method = || match route {
-            Some(r) => r.observed(observers, self.system),
-            None => observers.other().clone(),
-        };
         let empty = Metadata::new();
-        let observed = observe(
-            observers,
-            method,
-            Some(self.addr),
-            metadata.unwrap_or(&empty),
-        );
+        let metadata = metadata.unwrap_or(&empty);
+        let started = self.started(metadata);
+        let (observers, system) = (self.observers, self.system);
+        let method = || match route {
+            Some(r) => r.observed(observers, system),
+            None => observers.other(),
+        };
+        let observed = observe(observers, method, Some(self.addr), metadata, started);
         Observed::finish(observed, code);
     }
 }
@@ -242,8 +254,14 @@ impl Driver {
         inbound: &mut Inbound<BoxRead, RunDecoder>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), ProtocolError>> {
+        if self.observers.counts_bytes() {
+            // Before this turn queues anything: what is still queued from
+            // the last is what the socket has not taken.
+            self.report(inbound.bytes_received());
+        }
         let out = self.out.clone();
         let _cork = out.cork();
+        self.now = None;
         // Frames first, a bounded number per turn so handlers get polled.
         // Stopping at the bound leaves frames unread and no wake-up
         // registered with the socket: the driver then wakes itself, and the
@@ -281,7 +299,7 @@ impl Driver {
             return Poll::Ready(Ok(()));
         }
         if got || self.timers.is_idle() != self.calls.is_empty() {
-            let now = Instant::now();
+            let now = self.now.unwrap_or_else(Instant::now);
             if got {
                 self.timers.received(now);
             }
@@ -293,9 +311,6 @@ impl Driver {
             inbound.bytes_received(),
             self.calls.is_going_away(),
         );
-        if self.observers.counts_bytes() {
-            self.report(inbound.bytes_received());
-        }
         if more_frames {
             cx.waker().wake_by_ref();
         }
@@ -353,6 +368,7 @@ impl Driver {
             observers: &self.observers,
             system: self.system,
             addr: self.addr,
+            now: &mut self.now,
         };
         self.calls.frame(frame, &mut act)
     }

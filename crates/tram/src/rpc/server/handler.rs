@@ -76,18 +76,21 @@ pub(crate) struct Route {
     pub(crate) handler: Handler,
     /// The method as the server's observers see tram's calls of it, from
     /// its first observed call.
-    pub(crate) observed: OnceLock<Arc<MethodObs>>,
+    pub(crate) observed: OnceLock<&'static MethodObs>,
 }
 
 impl Route {
     /// The method as `observers` see calls of it in `system`.
-    pub(crate) fn observed(&self, observers: &Observers, system: &'static str) -> Arc<MethodObs> {
+    pub(crate) fn observed(
+        &self,
+        observers: &Observers,
+        system: &'static str,
+    ) -> &'static MethodObs {
         if system != TRAM {
             return observers.method(system, &self.name);
         }
         self.observed
             .get_or_init(|| observers.method(TRAM, &self.name))
-            .clone()
     }
 }
 
@@ -113,7 +116,7 @@ pub(crate) fn single_request<M: prost::Message + Default>(
 pub(crate) fn request_stream<M>(call: &IncomingCall) -> Request<Streaming<M>> {
     let mut requests = Streaming::new(call.stream_state(), call.out.clone(), call.call, None);
     if let Some(o) = &call.observed {
-        requests = requests.observed(o.method().clone(), true);
+        requests = requests.observed(o.method(), true);
     }
     Request::from_wire(requests, call.metadata.clone(), call.deadline)
 }

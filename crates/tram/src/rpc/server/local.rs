@@ -50,7 +50,7 @@ pub async fn call_unary(
     let (msg, metadata, _) = request.into_parts();
     let Some(route) = route else {
         let method = || observers.method(system, OTHER_METHOD);
-        let observed = observe(observers, method, Some(peer), &metadata);
+        let observed = observe(observers, method, Some(peer), &metadata, None);
         Observed::finish(observed, Code::Unimplemented);
         return Err(Status::unimplemented(format!("no unary method {path}")));
     };
@@ -59,6 +59,7 @@ pub async fn call_unary(
         || route.observed(observers, system),
         Some(peer),
         &metadata,
+        None,
     );
     let settings = config.settings;
     let refused = if metadata.encoded_len() > settings.max_metadata_size as usize {

@@ -100,7 +100,7 @@ pub struct Streaming<M> {
     _guard: Option<Box<dyn Send + Sync>>,
     /// The method whose message sizes are recorded, and whether these
     /// messages are its requests.
-    observed: Option<(Arc<MethodObs>, bool)>,
+    observed: Option<(&'static MethodObs, bool)>,
     /// A client's call, observed until its response stream ends.
     call_observed: Option<Box<Observed>>,
     _message: PhantomData<fn() -> M>,
@@ -143,7 +143,7 @@ impl<M> Streaming<M> {
 
     /// Records the size of each message taken as `method`'s requests (or
     /// responses).
-    pub(crate) fn observed(mut self, method: Arc<MethodObs>, requests: bool) -> Self {
+    pub(crate) fn observed(mut self, method: &'static MethodObs, requests: bool) -> Self {
         self.observed = Some((method, requests));
         self
     }
@@ -152,7 +152,7 @@ impl<M> Streaming<M> {
     /// ends (or is dropped: cancelled), its responses' sizes recorded.
     pub(crate) fn observing(mut self, call: Option<Box<Observed>>) -> Self {
         if let Some(o) = &call {
-            self.observed = Some((o.method().clone(), false));
+            self.observed = Some((o.method(), false));
         }
         self.call_observed = call;
         self
