@@ -190,6 +190,18 @@ async fn observers_see_every_call_and_connection() {
         .unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded);
 
+    // A batch: each of its calls is observed.
+    let batch = channel
+        .unary_batch::<Hop, Hop, _>(BACK, vec![Request::new(Hop::default()); 2])
+        .await;
+    assert!(batch.iter().all(Result::is_ok));
+    let batch_ends = client_log
+        .lines()
+        .iter()
+        .filter(|l| *l == "end Client /obs.Chain/Back OK")
+        .count();
+    assert_eq!(batch_ends, 3);
+
     within(10, "the server sees every call end", async {
         while !(server_log.has("end Server /obs.Chain/Back OK")
             && server_log.has("end Server _OTHER UNIMPLEMENTED")

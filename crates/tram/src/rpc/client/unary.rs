@@ -326,11 +326,17 @@ impl Channel {
             Err(s) => return requests.into_iter().map(|_| Err(s.clone())).collect(),
         };
         let mut calls = Vec::new();
+        let mut observed = Vec::new();
         {
             // Queue every CALL, then write them together.
             let _cork = conn.out.cork();
             for request in requests {
                 let (msg, metadata, timeout) = request.into_parts();
+                let (metadata, o) = self.observe_call(path, metadata);
+                if let Some(o) = &o {
+                    o.request_message(msg.encoded_len());
+                }
+                observed.push(o);
                 let opened = match conn.intercept(path, metadata) {
                     Ok(metadata) => {
                         conn.open(path, Some(&msg), metadata, timeout, true, None)
@@ -368,7 +374,12 @@ impl Channel {
         .await;
         results
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Status::internal("call result missing"))))
+            .zip(observed)
+            .map(|(r, o)| {
+                let r = r.unwrap_or_else(|| Err(Status::internal("call result missing")));
+                ended(o, &r);
+                r
+            })
             .collect()
     }
 }
