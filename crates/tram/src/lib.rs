@@ -44,6 +44,7 @@
 //! The wire format lives in the [`tram_wire`] crate, re-exported as
 //! [`wire`].
 
+pub mod balance;
 pub mod conn;
 pub mod gateway;
 pub mod observe;

@@ -45,6 +45,10 @@ pub(crate) struct Args {
     /// instead of plain tram.
     #[arg(long)]
     observed: bool,
+    /// Unary calls of a channel balancing over this many servers (each
+    /// on its own loopback port) instead of a channel to one address.
+    #[arg(long)]
+    endpoints: Option<usize>,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
@@ -62,8 +66,34 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         } else {
             System::Tram
         };
-        let server = tokio::spawn(systems::serve(Workload::Unary, system, listener, 1));
-        let client = UnaryClient::connect(system, addr).await?;
+        let mut servers = vec![tokio::spawn(systems::serve(
+            Workload::Unary,
+            system,
+            listener,
+            1,
+        ))];
+        let client = match args.endpoints {
+            None => UnaryClient::connect(system, addr).await?,
+            Some(n) => {
+                let mut targets = vec![addr.to_string()];
+                for _ in 1..n {
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                    targets.push(listener.local_addr()?.to_string());
+                    servers.push(tokio::spawn(systems::serve(
+                        Workload::Unary,
+                        system,
+                        listener,
+                        1,
+                    )));
+                }
+                let channel = tram::Channel::builder("bench fleet")
+                    .endpoints(targets)
+                    .metrics(false)
+                    .build();
+                channel.ready().await?;
+                UnaryClient::Tram(channel)
+            }
+        };
         let payload = Bytes::from(vec![0xab; args.payload]);
         call_n(&client, args.warmup, args.concurrency, &payload).await?;
         let started = std::time::Instant::now();
@@ -75,7 +105,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             args.payload,
             started.elapsed()
         );
-        server.abort();
+        servers.iter().for_each(|s| s.abort());
         Ok(())
     })
 }

@@ -64,7 +64,8 @@ impl ConnectionInfo {
     }
 }
 
-/// One endpoint of a channel (a connection slot), as a snapshot saw it.
+/// One endpoint of a channel (a connection slot of it: `pool_size` rows
+/// per endpoint), as a snapshot saw it.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct EndpointInfo {
@@ -80,6 +81,31 @@ pub struct EndpointInfo {
     pub retry_in: Option<Duration>,
     /// Why the last attempt to connect failed, if it did.
     pub last_error: Option<String>,
+    /// The endpoint's latency estimate (Peak-EWMA, decayed to now), in
+    /// nanoseconds; meaningful on channels that balance.
+    pub latency_ns: f64,
+}
+
+impl EndpointInfo {
+    pub(crate) fn new(
+        target: String,
+        state: EndpointState,
+        connection: Option<ConnectionInfo>,
+        failures: u32,
+        retry_in: Option<Duration>,
+        last_error: Option<String>,
+        latency_ns: f64,
+    ) -> EndpointInfo {
+        EndpointInfo {
+            target,
+            state,
+            connection,
+            failures,
+            retry_in,
+            last_error,
+            latency_ns,
+        }
+    }
 }
 
 /// Where a channel's endpoint stands.
@@ -94,6 +120,8 @@ pub enum EndpointState {
     Ready,
     /// The last attempt failed: calls fail fast until the next.
     BackingOff,
+    /// Ejected by outlier detection: its calls failed too often.
+    Ejected,
 }
 
 /// What a connection publishes for snapshots.

@@ -97,8 +97,8 @@ impl MethodMetrics {
 
     /// The call ended with `code` after `elapsed`.
     pub(crate) fn end(&self, code: Code, elapsed: Duration) {
-        self.active.decrement(1.0);
         self.duration(code).record(elapsed.as_secs_f64());
+        self.active.decrement(1.0);
     }
 
     fn duration(&self, code: Code) -> &Histogram {

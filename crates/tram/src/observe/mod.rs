@@ -132,6 +132,8 @@ pub enum CloseReason {
     Io,
     /// The server is shutting down.
     Shutdown,
+    /// The connection reached its maximum age.
+    MaxAge,
 }
 
 impl CloseReason {
@@ -144,6 +146,7 @@ impl CloseReason {
             CloseReason::Timeout => "timeout",
             CloseReason::Io => "io",
             CloseReason::Shutdown => "shutdown",
+            CloseReason::MaxAge => "max_age",
         }
     }
 }

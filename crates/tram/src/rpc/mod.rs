@@ -34,7 +34,7 @@
 //! - `exec`: the small executor that runs a connection's handler futures
 //!   without a task per call.
 
-mod client;
+pub(crate) mod client;
 pub(crate) mod codec;
 mod deadline;
 mod exec;

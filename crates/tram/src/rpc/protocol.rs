@@ -58,6 +58,8 @@ pub(crate) enum Control {
     Settled(Settings),
     /// Answered here (a PING).
     Handled,
+    /// The peer answered our PING with this payload.
+    Pong([u8; 8]),
     /// For the side's own handling.
     Other(Frame),
 }
@@ -76,12 +78,13 @@ pub(crate) fn control(
         }
         _ if !settled => Err(not_settings()),
         Frame::Settings(_) => Err(ProtocolError::new("second SETTINGS")),
-        Frame::Ping(p) => {
-            if let Some(pong) = p.reply() {
+        Frame::Ping(p) => match p.reply() {
+            Some(pong) => {
                 let _ = out.force_send(Frame::Ping(pong));
+                Ok(Control::Handled)
             }
-            Ok(Control::Handled)
-        }
+            None => Ok(Control::Pong(p.payload)),
+        },
         other => Ok(Control::Other(other)),
     }
 }

@@ -26,6 +26,9 @@ struct Inner {
     details: Bytes,
     trailers: Metadata,
     remote: bool,
+    /// The call never reached a server (or one refused it unprocessed):
+    /// it may be sent again, idempotent or not.
+    not_sent: bool,
 }
 
 impl Status {
@@ -38,6 +41,7 @@ impl Status {
                 details: Bytes::new(),
                 trailers: Metadata::new(),
                 remote: false,
+                not_sent: false,
             }),
         }
     }
@@ -79,6 +83,21 @@ impl Status {
         self.inner.remote
     }
 
+    /// Whether the call certainly did not reach a server's handler: it
+    /// was refused before it was sent (no connection), or the server
+    /// refused it unprocessed (it was going away). Such a call can be made
+    /// again safely, idempotent or not; tram does so itself on another
+    /// endpoint within the call's deadline.
+    pub fn is_unprocessed(&self) -> bool {
+        self.inner.not_sent
+    }
+
+    /// Marks the status as that of a call that never reached a handler.
+    pub(crate) fn not_sent(mut self) -> Status {
+        self.inner.not_sent = true;
+        self
+    }
+
     pub(crate) fn from_wire(end: tram_wire::End) -> Status {
         Status {
             inner: Box::new(Inner {
@@ -87,6 +106,7 @@ impl Status {
                 details: end.details.unwrap_or_default(),
                 trailers: end.trailers.unwrap_or_default(),
                 remote: true,
+                not_sent: false,
             }),
         }
     }

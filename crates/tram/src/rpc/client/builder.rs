@@ -15,6 +15,8 @@ use super::super::intercept::ClientInterceptor;
 use super::super::timers::Keepalive;
 use super::super::transport::{self, ClientTls, Halves};
 use super::Channel;
+use crate::balance::discover::Discovery;
+use crate::balance::{OutlierDetection, Policy};
 use crate::conn::{self, TcpConfig};
 use crate::observe::{Observer, Observers, Side};
 
@@ -43,13 +45,19 @@ pub(crate) struct ChannelConfig {
     /// Opens connections other than by TCP to `target`.
     pub(crate) connector: Option<Connector>,
     pub(crate) observers: Arc<Observers>,
+    /// Where the endpoints come from (`Single`: `target` itself).
+    pub(crate) discovery: Discovery,
+    pub(crate) policy: Policy,
+    pub(crate) outlier: Option<OutlierDetection>,
+    pub(crate) subset: Option<usize>,
+    pub(crate) ewma_decay: Duration,
 }
 
 /// Builds a [`Channel`]: `Channel::builder("cache-1:7000").pool_size(4).build()`.
 #[derive(Clone)]
 #[must_use = "a builder does nothing until `build` or `connect`"]
 pub struct ChannelBuilder {
-    config: ChannelConfig,
+    pub(super) config: ChannelConfig,
     observers: Vec<Arc<dyn Observer>>,
     metrics: Option<bool>,
 }
@@ -73,6 +81,11 @@ impl ChannelBuilder {
                 conn: conn::Config::default(),
                 connector: None,
                 observers: Arc::new(Observers::new(Side::Client, Some(false), Vec::new())),
+                discovery: Discovery::Single,
+                policy: Policy::default(),
+                outlier: Some(OutlierDetection::default()),
+                subset: None,
+                ewma_decay: Duration::from_secs(1),
             },
             observers: Vec::new(),
             metrics: None,

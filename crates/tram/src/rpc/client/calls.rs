@@ -42,6 +42,12 @@ pub(crate) struct Effects {
     pub(crate) wake: Vec<Waker>,
     /// Calls freed: as many callers waiting for a slot may go.
     pub(crate) freed: usize,
+    /// When the frames being handled were read (nanoseconds on the
+    /// balancer's clock, `balance::endpoint::nanos`), if calls are timed.
+    pub(crate) now: Option<u64>,
+    /// Calls that ended, timed: how long each took (nanoseconds), and
+    /// whether it failed (for the endpoint's load and health).
+    pub(crate) samples: Vec<(u64, bool)>,
 }
 
 /// Why a call could not be opened now.
@@ -70,6 +76,8 @@ struct Entry {
     server_done: bool,
     /// The caller is gone; free the entry when the call is closed.
     abandoned: bool,
+    /// When it was opened (on the balancer's clock; 0: not timed).
+    opened: u64,
 }
 
 enum State {
@@ -116,6 +124,7 @@ impl Calls {
         &mut self,
         kind: CallKind,
         end_stream: bool,
+        opened: u64,
     ) -> Result<(CallId, bool), Refused> {
         if let Some(s) = &self.broken {
             return Err(Refused::Broken(s.clone()));
@@ -136,6 +145,7 @@ impl Calls {
             server_done: false,
             answered: false,
             abandoned: false,
+            opened,
         }) as CallId;
         self.started += 1;
         Ok((id, self.slab.len() == 1))
@@ -246,6 +256,7 @@ impl Calls {
                         if m.end_stream {
                             entry.server_done = true;
                             fx.wake.extend(waker.take());
+                            sample(entry.opened, false, fx);
                         }
                     }
                     State::Stream(s) => {
@@ -256,6 +267,7 @@ impl Calls {
                         if m.end_stream {
                             s.close_inbox(Ok(()));
                             entry.server_done = true;
+                            sample(entry.opened, false, fx);
                         }
                     }
                 }
@@ -268,6 +280,7 @@ impl Calls {
                 let id = e.call;
                 let entry = self.open_entry(id, "END")?;
                 entry.server_done = true;
+                sample(entry.opened, failure(e.code), fx);
                 match &mut entry.state {
                     State::Unary { answer, waker } => {
                         answer.end(e);
@@ -321,6 +334,9 @@ impl Calls {
         self.mark_broken(why.clone());
         let mut gone = Vec::new();
         for (id, entry) in self.slab.iter_mut() {
+            if !entry.server_done {
+                sample(entry.opened, true, fx);
+            }
             entry.server_done = true;
             entry.client_open = false;
             match &mut entry.state {
@@ -364,6 +380,28 @@ impl Calls {
     }
 }
 
+/// A timed call ended (failed or not): its sample.
+#[inline]
+fn sample(opened: u64, failed: bool, fx: &mut Effects) {
+    if let (true, Some(now)) = (opened != 0, fx.now) {
+        fx.samples.push((now.saturating_sub(opened), failed));
+    }
+}
+
+/// Whether a call ending with `code` failed for the server's or the
+/// network's sake (what ejects an endpoint), rather than answered.
+fn failure(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Unavailable
+            | Code::Internal
+            | Code::Unknown
+            | Code::DataLoss
+            | Code::DeadlineExceeded
+            | Code::ResourceExhausted
+    )
+}
+
 fn two_responses(call: CallId) -> ProtocolError {
     ProtocolError::new(format!("two responses on unary call {call}"))
 }
@@ -385,7 +423,7 @@ mod tests {
     }
 
     fn open_unary(calls: &mut Calls) -> CallId {
-        match calls.open(CallKind::Unary(None), true) {
+        match calls.open(CallKind::Unary(None), true, 0) {
             Ok((id, _)) => id,
             Err(_) => panic!("opens"),
         }
@@ -460,7 +498,7 @@ mod tests {
         });
         open_unary(&mut calls);
         assert!(matches!(
-            calls.open(CallKind::Unary(None), true),
+            calls.open(CallKind::Unary(None), true, 0),
             Err(Refused::Full)
         ));
         let goaway = GoAway {
@@ -470,7 +508,7 @@ mod tests {
         };
         calls.frame(Frame::GoAway(goaway), &mut fx).unwrap();
         assert!(matches!(
-            calls.open(CallKind::Unary(None), true),
+            calls.open(CallKind::Unary(None), true, 0),
             Err(Refused::Broken(s)) if s.code() == Code::Unavailable
         ));
     }

@@ -19,6 +19,7 @@ use super::super::intercept::ClientInterceptor;
 use super::super::stream::CallShared;
 use super::super::unary::Answer;
 use super::calls::{CallKind, Calls, Effects, Refused};
+use crate::balance::endpoint::{Stats, nanos};
 use crate::conn::{self, Sender};
 use crate::observe::ConnectionInfo;
 
@@ -29,7 +30,7 @@ pub(crate) struct ClientConn {
     /// Set once the table is broken, readable without the lock.
     unusable: AtomicBool,
     /// Calls open, published for the pool's least-loaded choice.
-    pub(super) in_flight: AtomicUsize,
+    pub(crate) in_flight: AtomicUsize,
     /// `in_flight` is kept (the pool has more than one connection to
     /// choose from).
     publish_load: bool,
@@ -46,6 +47,8 @@ pub(crate) struct ClientConn {
     pub(super) received: AtomicU64,
     /// The channel is gone: close once the last call ends.
     abandoned: AtomicBool,
+    /// Where its calls' times and outcomes go, when its channel balances.
+    stats: Option<Arc<Stats>>,
 }
 
 /// Why [`ClientConn::try_open_unary`] did not open the call.
@@ -65,6 +68,7 @@ impl ClientConn {
         wait_for_capacity: bool,
         interceptor: Option<ClientInterceptor>,
         peer: Option<SocketAddr>,
+        stats: Option<Arc<Stats>>,
     ) -> ClientConn {
         ClientConn {
             out,
@@ -80,12 +84,36 @@ impl ClientConn {
             opened: std::time::Instant::now(),
             received: AtomicU64::new(0),
             abandoned: AtomicBool::new(false),
+            stats,
         }
+    }
+
+    /// The time to open a call at (on the balancer's clock), if its calls
+    /// are timed; 0 if not.
+    #[inline]
+    fn clock(&self) -> u64 {
+        match self.stats {
+            Some(_) => nanos(tokio::time::Instant::now()),
+            None => 0,
+        }
+    }
+
+    /// Its clock's time now, if its calls are timed.
+    pub(super) fn now(&self) -> Option<u64> {
+        self.stats
+            .as_ref()
+            .map(|_| nanos(tokio::time::Instant::now()))
+    }
+
+    /// Whether its calls are timed (the reader then reads the clock per
+    /// batch of frames).
+    pub(super) fn timed(&self) -> bool {
+        self.stats.is_some()
     }
 
     /// The channel that opened the connection is gone: it closes now, or
     /// when the calls still open on it end.
-    pub(super) fn abandon(&self) {
+    pub(crate) fn abandon(&self) {
         self.abandoned.store(true, Ordering::Relaxed);
         let calls = self.calls.lock();
         self.close_if_abandoned(&calls);
@@ -98,7 +126,7 @@ impl ClientConn {
     }
 
     /// A snapshot of the connection.
-    pub(super) fn info(&self) -> ConnectionInfo {
+    pub(crate) fn info(&self) -> ConnectionInfo {
         let (calls, started, going_away) = {
             let calls = self.calls.lock();
             (calls.len(), calls.started(), calls.broken().is_some())
@@ -115,7 +143,7 @@ impl ClientConn {
         )
     }
 
-    pub(super) fn usable(&self) -> bool {
+    pub(crate) fn usable(&self) -> bool {
         !self.unusable.load(Ordering::Acquire)
     }
 
@@ -126,6 +154,11 @@ impl ClientConn {
     pub(super) fn apply(&self, calls: MutexGuard<'_, Calls>, fx: &mut Effects) {
         for frame in fx.send.drain(..) {
             let _ = self.out.force_send(frame);
+        }
+        if let (Some(stats), Some(now)) = (&self.stats, fx.now) {
+            for (rtt, failed) in fx.samples.drain(..) {
+                stats.observe(rtt, failed, now);
+            }
         }
         if calls.broken().is_some() {
             self.unusable.store(true, Ordering::Release);
@@ -198,12 +231,12 @@ impl ClientConn {
                     Some(s) => CallKind::Stream(s.clone()),
                     None => CallKind::Unary(None),
                 };
-                match calls.open(kind, end_stream) {
+                match calls.open(kind, end_stream, self.clock()) {
                     Ok(opened) => {
                         self.publish(&calls);
                         break opened;
                     }
-                    Err(Refused::Broken(s)) => return Err(s),
+                    Err(Refused::Broken(s)) => return Err(s.not_sent()),
                     Err(Refused::Full) if !self.wait_for_capacity => {
                         return Err(Status::resource_exhausted(
                             "connection at the server's max_concurrent_calls",
@@ -239,7 +272,8 @@ impl ClientConn {
             Err(e) if e.kind() == conn::ErrorKind::Encode => {
                 Err(Status::resource_exhausted(format!("request not sent: {e}")))
             }
-            Err(_) => Err(self.broken_status()),
+            // Not queued: the call never left.
+            Err(_) => Err(self.broken_status().not_sent()),
         }
     }
 
@@ -252,18 +286,21 @@ impl ClientConn {
         metadata: Metadata,
         timeout: Option<Duration>,
         waker: &Waker,
+        picked: u64,
     ) -> Result<CallHandle, NotOpened> {
         let metadata = self.intercept(path, metadata).map_err(NotOpened::Failed)?;
         // As in `open`: a lone call is written inline, one among others is
         // queued for the writer task's next batch.
         let (id, alone) = {
             let mut calls = self.calls.lock();
-            match calls.open(CallKind::Unary(Some(waker.clone())), true) {
+            let opened = if self.stats.is_some() { picked } else { 0 };
+            match calls.open(CallKind::Unary(Some(waker.clone())), true, opened) {
                 Ok(opened) => {
                     self.publish(&calls);
                     opened
                 }
-                Err(Refused::Broken(s)) => return Err(NotOpened::Failed(s)),
+                // Not sent: the general path takes another connection.
+                Err(Refused::Broken(_)) => return Err(NotOpened::Later(metadata)),
                 Err(Refused::Full) => return Err(NotOpened::Later(metadata)),
             }
         };
@@ -289,9 +326,8 @@ impl ClientConn {
                 Status::resource_exhausted(format!("request not sent: {e}")),
             )),
             Err(conn::TrySendError::Closed(_)) => {
-                let status = handle.conn.broken_status();
                 drop(handle);
-                Err(NotOpened::Failed(status))
+                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
             }
         }
     }
@@ -353,7 +389,10 @@ impl ClientConn {
 
     /// The connection is gone: fails every call with `why`.
     pub(super) fn fail_all(&self, why: &Status) {
-        let mut fx = Effects::default();
+        let mut fx = Effects {
+            now: self.now(),
+            ..Effects::default()
+        };
         let mut calls = self.calls.lock();
         calls.fail_all(why, &mut fx);
         self.apply(calls, &mut fx);

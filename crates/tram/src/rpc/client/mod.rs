@@ -16,6 +16,7 @@
 mod builder;
 mod calls;
 mod conn;
+mod fleet;
 mod pool;
 mod reader;
 mod streaming;
@@ -31,8 +32,10 @@ use tram_wire::Metadata;
 
 use super::{Request, Status};
 use crate::observe::{EndpointInfo, Observed, TRAM, observe, trace};
-use builder::ChannelConfig;
+pub(crate) use builder::ChannelConfig;
+pub(crate) use conn::ClientConn;
 use pool::Pool;
+pub(crate) use reader::connect;
 
 /// A client of one server address: cheap to clone, shared by any number of
 /// tasks. Connects on the first call (or at once with [`Channel::connect`]),

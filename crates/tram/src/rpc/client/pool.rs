@@ -1,230 +1,199 @@
-//! A channel's connections: `pool_size` slots, each holding a connection
-//! or the backoff state of the next attempt to make one. Calls go to the
-//! least loaded usable connection; a slot is connected by the first call
-//! that needs it.
+//! A channel's endpoints and the connection each call takes: one fixed
+//! endpoint (a `host:port` target: its slots, no balancing), or a set kept
+//! by discovery and picked from per call (see [`crate::balance`]).
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use parking_lot::RwLock;
 use tokio::time::Instant;
 
 use super::super::Status;
 use super::builder::ChannelConfig;
 use super::conn::ClientConn;
-use super::reader;
-use crate::observe::{EndpointInfo, EndpointState};
+use crate::balance::discover::{self, Discovery, EndpointSet};
+use crate::balance::endpoint::{Endpoint, nanos};
+use crate::balance::pick;
+use crate::observe::EndpointInfo;
 
-/// The connections of one channel.
+/// The endpoints of one channel.
 pub(super) struct Pool {
-    pub(super) config: ChannelConfig,
-    slots: Vec<Slot>,
-}
-
-struct Slot {
-    conn: RwLock<Option<Arc<ClientConn>>>,
-    connecting: tokio::sync::Mutex<Backoff>,
-}
-
-/// When a slot may next try to connect.
-#[derive(Default)]
-struct Backoff {
-    failures: u32,
-    next_attempt: Option<Instant>,
-    seed: u64,
-    last_error: Option<String>,
-}
-
-impl Backoff {
-    /// The attempt failed: the wait before the next.
-    fn failed(&mut self, base: Duration, max: Duration) -> Duration {
-        let exp = base.saturating_mul(1u32 << self.failures.min(20));
-        let delay = exp.min(max);
-        // xorshift: jitter needs spread, not cryptographic quality.
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        let factor = 0.8 + (self.seed % 1000) as f64 / 2500.0;
-        let wait = delay.mul_f64(factor);
-        self.next_attempt = Some(Instant::now() + wait);
-        self.failures += 1;
-        wait
-    }
+    pub(super) config: Arc<ChannelConfig>,
+    /// A channel to one fixed target: its endpoint, picked without a lock.
+    single: Option<Arc<Endpoint>>,
+    /// Otherwise, the endpoints discovery found.
+    set: Arc<EndpointSet>,
+    /// The discovery task, started by the first call (it needs the
+    /// runtime), aborted when the channel is dropped.
+    manager: OnceLock<Option<tokio::task::JoinHandle<()>>>,
+    /// Round robin's turn.
+    turn: AtomicUsize,
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        if let Some(Some(task)) = self.manager.get() {
+            task.abort();
+        }
         // The last handle to the channel is gone: its connections close as
         // their calls end, rather than idling on with their reader tasks.
-        for slot in &self.slots {
-            if let Some(conn) = slot.conn.read().as_ref() {
-                conn.abandon();
-            }
+        if let Some(e) = &self.single {
+            e.abandon();
+        }
+        for e in self.set.snapshot().iter() {
+            e.abandon();
         }
     }
 }
 
 impl Pool {
     pub(super) fn new(config: ChannelConfig) -> Pool {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
-            | 1;
-        let slots = (0..config.pool_size.max(1))
-            .map(|i| Slot {
-                conn: RwLock::new(None),
-                connecting: tokio::sync::Mutex::new(Backoff {
-                    seed: seed.wrapping_mul(i as u64 + 1),
-                    ..Backoff::default()
-                }),
-            })
-            .collect();
-        Pool { config, slots }
-    }
-
-    /// A connection to use now, without waiting: the least loaded, or an
-    /// idle one. `None` while a slot is still to be connected (the general
-    /// path connects it).
-    pub(super) fn ready_connection(&self) -> Option<Arc<ClientConn>> {
-        if let [slot] = self.slots.as_slice() {
-            return slot.conn.read().as_ref().filter(|c| c.usable()).cloned();
-        }
-        match self.survey() {
-            (Some((0, c)), _) => Some(c),
-            (best, empty) if empty.is_empty() => best.map(|(_, c)| c),
-            _ => None,
+        let single = matches!(config.discovery, Discovery::Single).then(|| {
+            let target = config.target.clone();
+            Arc::new(Endpoint::new(target.clone(), target, &config, false))
+        });
+        Pool {
+            config: Arc::new(config),
+            single,
+            set: Arc::new(EndpointSet::new()),
+            manager: OnceLock::new(),
+            turn: AtomicUsize::new(0),
         }
     }
 
-    /// The pool as it is: its least loaded usable connection (with its
-    /// load), and the slots without one.
-    fn survey(&self) -> (Option<(usize, Arc<ClientConn>)>, Vec<usize>) {
-        let mut best: Option<(usize, Arc<ClientConn>)> = None;
-        let mut empty = Vec::new();
-        for (i, slot) in self.slots.iter().enumerate() {
-            match slot.conn.read().as_ref() {
-                Some(c) if c.usable() => {
-                    let load = c.in_flight.load(Ordering::Relaxed);
-                    if best.as_ref().is_none_or(|(l, _)| load < *l) {
-                        best = Some((load, c.clone()));
-                    }
+    /// Starts the discovery task, once, on the current runtime.
+    fn start(&self) {
+        self.manager.get_or_init(|| {
+            let handle = tokio::runtime::Handle::try_current().ok()?;
+            let (set, config) = (self.set.clone(), self.config.clone());
+            let discovery = config.discovery.clone();
+            Some(handle.spawn(discover::run(set, config, discovery)))
+        });
+    }
+
+    /// A connection to use now, without waiting, and (when the call is to
+    /// be timed: the channel picks among endpoints) the time it was
+    /// picked at, on the balancer's clock (0: not timed). `None` when none is ready (the general path waits for
+    /// one, or connects it).
+    #[inline]
+    pub(super) fn ready_connection(&self) -> Option<(Arc<ClientConn>, u64)> {
+        match &self.single {
+            Some(e) => e.ready_connection().map(|c| (c, 0)),
+            None => self.pick(),
+        }
+    }
+
+    /// The connection a balanced call takes, if one is ready; endpoints
+    /// seen without a connection start connecting.
+    fn pick(&self) -> Option<(Arc<ClientConn>, u64)> {
+        self.start();
+        let endpoints = self.set.endpoints.read();
+        if let [only] = &endpoints[..] {
+            // No choice to make: no clock, no timing.
+            let now = Instant::now();
+            return match only.ready_connection() {
+                Some(c) if only.admitted(nanos(now)) => Some((c, 0)),
+                _ => {
+                    only.connect_in_background(&self.config, &self.set);
+                    None
                 }
-                _ => empty.push(i),
-            }
+            };
         }
-        (best, empty)
+        let now = nanos(Instant::now());
+        let conn = pick::pick(self.config.policy, &endpoints, now, &self.turn, |e| {
+            e.connect_in_background(&self.config, &self.set);
+        })?;
+        Some((conn, now))
     }
 
-    /// The least loaded usable connection, connecting if needed.
+    /// A connection, connecting (or waiting for one) if needed.
     ///
-    /// An idle connection is used as is. Otherwise an empty slot is
-    /// connected, by the first caller to claim it: callers that find a slot
-    /// already connecting move on to the next one, so that a burst of first
-    /// calls opens the pool rather than queueing on one connection.
+    /// # Errors
+    ///
+    /// `UNAVAILABLE`: no endpoint can be reached now (each failed and is
+    /// backing off), or none became ready within the connect timeout.
     pub(super) async fn connection(&self) -> Result<Arc<ClientConn>, Status> {
-        let (best, empty) = self.survey();
-        if let Some((0, c)) = best {
-            return Ok(c);
-        }
-        // Connecting is rare and its future large (TCP, TLS): boxed, so
-        // that every call's future does not carry its state.
-        for &i in &empty {
-            if let Ok(backoff) = self.slots[i].connecting.try_lock() {
-                return Box::pin(self.connect_slot(i, backoff)).await;
-            }
-        }
-        match (best, empty.first()) {
-            (Some((_, c)), _) => Ok(c),
-            // Every empty slot is being connected by someone: wait for one.
-            (None, Some(&i)) => {
-                Box::pin(async {
-                    let backoff = self.slots[i].connecting.lock().await;
-                    self.connect_slot(i, backoff).await
-                })
-                .await
-            }
-            (None, None) => Err(Status::unavailable("no connection")),
+        match &self.single {
+            Some(e) => e.connection(&self.config).await,
+            None => Box::pin(self.balanced_connection()).await,
         }
     }
 
-    async fn connect_slot(
-        &self,
-        i: usize,
-        mut backoff: tokio::sync::MutexGuard<'_, Backoff>,
-    ) -> Result<Arc<ClientConn>, Status> {
-        let slot = &self.slots[i];
-        let cfg = &self.config;
-        if let Some(c) = slot.conn.read().as_ref().filter(|c| c.usable()) {
-            return Ok(c.clone());
-        }
-        if let Some(at) = backoff.next_attempt {
-            if Instant::now() < at {
-                return Err(Status::unavailable(format!(
-                    "{}: connection lost, next attempt in {:?}",
-                    cfg.target,
-                    at - Instant::now()
-                )));
-            }
-        }
-        let publish_load = self.slots.len() > 1;
-        cfg.observers.connect_attempt();
-        let attempt =
-            tokio::time::timeout(cfg.connect_timeout, reader::connect(cfg, publish_load)).await;
-        let why = match attempt {
-            Ok(Ok(conn)) => {
-                *backoff = Backoff {
-                    seed: backoff.seed,
-                    ..Backoff::default()
-                };
-                *slot.conn.write() = Some(conn.clone());
+    async fn balanced_connection(&self) -> Result<Arc<ClientConn>, Status> {
+        self.start();
+        let give_up = Instant::now() + self.config.connect_timeout;
+        loop {
+            // Registered before looking, so that a connection made between
+            // the look and the wait is not missed.
+            let ready = self.set.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            if let Some((conn, _)) = self.pick() {
                 return Ok(conn);
             }
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => "timed out".to_owned(),
-        };
-        let wait = backoff.failed(cfg.backoff_base, cfg.backoff_max);
-        cfg.observers
-            .connect_failed(&cfg.target, backoff.failures, wait);
-        tracing::debug!(target = %cfg.target, failures = backoff.failures, "connect failed: {why}");
-        let status = Status::unavailable(format!("connecting to {}: {why}", cfg.target));
-        backoff.last_error = Some(why);
-        Err(status)
+            let endpoints = self.set.snapshot();
+            let discovered = self.set.discovered.load(Ordering::Acquire);
+            if discovered && endpoints.is_empty() {
+                return Err(
+                    Status::unavailable(format!("{}: no endpoints", self.config.target)).not_sent(),
+                );
+            }
+            if discovered && !endpoints.iter().any(|e| self.may_come(e)) {
+                self.set.resolve_now.notify_one();
+                return Err(self.unreachable(&endpoints));
+            }
+            if tokio::time::timeout_at(give_up, ready).await.is_err() {
+                return Err(Status::unavailable(format!(
+                    "{}: no endpoint became ready within {:?}",
+                    self.config.target, self.config.connect_timeout
+                ))
+                .not_sent());
+            }
+        }
     }
 
-    /// A snapshot of every slot.
+    /// Whether `e` may take calls soon: it is admitted and connecting or
+    /// free to connect (not backing off).
+    fn may_come(&self, e: &Arc<Endpoint>) -> bool {
+        let now = Instant::now();
+        if !e.admitted(nanos(now)) {
+            return false;
+        }
+        e.connect_in_background(&self.config, &self.set);
+        e.info(now).iter().any(|s| {
+            !matches!(
+                s.state,
+                crate::observe::EndpointState::BackingOff | crate::observe::EndpointState::Ejected
+            )
+        })
+    }
+
+    /// The status of a call no endpoint can take: the last failure seen.
+    fn unreachable(&self, endpoints: &[Arc<Endpoint>]) -> Status {
+        let now = Instant::now();
+        let why = endpoints
+            .iter()
+            .flat_map(|e| e.info(now))
+            .find_map(|s| s.last_error)
+            .unwrap_or_else(|| "every endpoint is ejected".to_owned());
+        Status::unavailable(format!(
+            "{}: no endpoint reachable ({} known; last error: {why})",
+            self.config.target,
+            endpoints.len()
+        ))
+        .not_sent()
+    }
+
+    /// A snapshot of every endpoint's slots.
     pub(super) fn endpoints(&self) -> Vec<EndpointInfo> {
         let now = Instant::now();
-        self.slots
-            .iter()
-            .map(|slot| {
-                let conn = slot.conn.read().clone();
-                let connection = conn.as_ref().map(|c| c.info());
-                let usable = conn.as_ref().is_some_and(|c| c.usable());
-                let (state, failures, retry_in, last_error) = match slot.connecting.try_lock() {
-                    Err(_) => (EndpointState::Connecting, 0, None, None),
-                    Ok(b) => {
-                        let retry_in = b.next_attempt.filter(|at| *at > now).map(|at| at - now);
-                        let state = if usable {
-                            EndpointState::Ready
-                        } else if retry_in.is_some() {
-                            EndpointState::BackingOff
-                        } else {
-                            EndpointState::Idle
-                        };
-                        (state, b.failures, retry_in, b.last_error.clone())
-                    }
-                };
-                let state = if usable { EndpointState::Ready } else { state };
-                EndpointInfo {
-                    target: self.config.target.clone(),
-                    state,
-                    connection: connection.filter(|_| usable),
-                    failures,
-                    retry_in,
-                    last_error,
-                }
-            })
-            .collect()
+        match &self.single {
+            Some(e) => e.info(now),
+            None => self
+                .set
+                .snapshot()
+                .iter()
+                .flat_map(|e| e.info(now))
+                .collect(),
+        }
     }
 }

@@ -20,6 +20,7 @@ use super::super::transport::{self, BoxRead};
 use super::builder::ChannelConfig;
 use super::calls::Effects;
 use super::conn::ClientConn;
+use crate::balance::endpoint::Stats;
 use crate::conn::{self, Inbound};
 use crate::observe::{CloseReason, Observers, limit};
 
@@ -32,17 +33,19 @@ const READ_RUN: usize = 32;
 
 /// Opens one connection: transport, handshake, reader task. Returns once
 /// the server's SETTINGS have arrived.
-pub(super) async fn connect(
+pub(crate) async fn connect(
     config: &ChannelConfig,
+    target: &str,
     publish_load: bool,
+    stats: Option<Arc<Stats>>,
 ) -> io::Result<Arc<ClientConn>> {
     let mut peer = None;
     let halves = match &config.connector {
         Some(connect) => connect().await?,
         None => {
-            let stream = conn::connect(config.target.as_str(), &config.tcp).await?;
+            let stream = conn::connect(target, &config.tcp).await?;
             peer = stream.peer_addr().ok();
-            transport::client(stream, &config.target, config.tls.as_ref()).await?
+            transport::client(stream, target, config.tls.as_ref()).await?
         }
     };
     let (mut inbound, out) =
@@ -54,6 +57,7 @@ pub(super) async fn connect(
         config.wait_for_capacity,
         config.interceptor.clone(),
         peer,
+        stats,
     ));
     // The connection is ready once the server's SETTINGS are in: until
     // then its limits (the largest frame above all) are unknown, and a
@@ -145,8 +149,11 @@ async fn read_loop(
                 continue;
             }
         };
-        if keepalive.is_some() {
-            timers.received(Instant::now());
+        if keepalive.is_some() || conn.timed() {
+            let now = Instant::now();
+            timers.received(now);
+            // Calls that end in this read are timed to it.
+            fx.now = conn.timed().then(|| crate::balance::endpoint::nanos(now));
         }
         let first = match received {
             Some(Ok(f)) => f,

@@ -198,14 +198,14 @@ where
     let (request, observed) = observe_request(channel, path, request);
     let pool = &channel.pool;
     let retry = request.is_idempotent() && pool.config.retries > 0;
-    let conn = match pool.ready_connection() {
-        Some(conn) if !retry => conn,
+    let (conn, picked) = match pool.ready_connection() {
+        Some(ready) if !retry => ready,
         _ => return UnaryState::Slow(Box::pin(slow(channel, path, request)), observed),
     };
     let (msg, metadata, timeout) = request.into_parts();
     // The deadline runs from here, before anything is sent.
     let sleep = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
-    match conn.try_open_unary(path, &msg, metadata, timeout, cx.waker()) {
+    match conn.try_open_unary(path, &msg, metadata, timeout, cx.waker(), picked) {
         Ok(call) => UnaryState::Waiting {
             call,
             deadline: sleep,
@@ -216,17 +216,13 @@ where
             UnaryState::Slow(Box::pin(async move { Err(status) }), observed)
         }
         Err(NotOpened::Later(metadata)) => {
-            let attempt = async move {
-                let at = deadline::after(timeout);
-                deadline::within(at, once(channel, path, &msg, metadata, timeout, true)).await
-            };
+            let attempt = attempts(channel, path, msg, metadata, timeout, false, true);
             UnaryState::Slow(Box::pin(attempt), observed)
         }
     }
 }
 
-/// A unary call on the general path: waits for a connection and for room,
-/// and retries idempotent calls.
+/// A unary call on the general path.
 async fn slow<Req, Resp>(
     channel: &Channel,
     path: &str,
@@ -238,30 +234,57 @@ where
 {
     let idempotent = request.is_idempotent();
     let (msg, metadata, timeout) = request.into_parts();
+    attempts(channel, path, msg, metadata, timeout, idempotent, false).await
+}
+
+/// Calls made again, at once, when an attempt certainly did not reach a
+/// server (each attempt picks its connection anew), at most.
+const UNPROCESSED_RETRIES: u32 = 3;
+
+/// The attempts of a call within its deadline: waiting for a connection
+/// and for room; made again on another connection when an attempt did not
+/// reach a server; made again after a backoff when idempotent and
+/// configured to. `intercepted`: the metadata has been through the client
+/// interceptor already.
+async fn attempts<Req, Resp>(
+    channel: &Channel,
+    path: &str,
+    msg: Req,
+    metadata: Metadata,
+    timeout: Option<Duration>,
+    idempotent: bool,
+    intercepted: bool,
+) -> Result<Response<Resp>, Status>
+where
+    Req: prost::Message,
+    Resp: prost::Message + Default,
+{
     let at = deadline::after(timeout);
     let cfg = &channel.pool.config;
-    let mut attempt = 0;
+    let (mut retried, mut unprocessed) = (0, 0);
     loop {
         let left = deadline::left(at);
-        let outcome =
-            deadline::within(at, once(channel, path, &msg, metadata.clone(), left, false));
-        match outcome.await {
+        let attempt = once(channel, path, &msg, metadata.clone(), left, intercepted);
+        match deadline::within(at, attempt).await {
+            Err(s) if s.is_unprocessed() && unprocessed < UNPROCESSED_RETRIES => {
+                unprocessed += 1;
+            }
             Err(s)
                 if idempotent
-                    && attempt < cfg.retries
+                    && retried < cfg.retries
                     && s.code() == Code::Unavailable
                     && !s.is_remote() =>
             {
                 // Wait out the reconnection backoff (with its jitter).
                 let delay = cfg
                     .backoff_base
-                    .saturating_mul(1 << attempt.min(16))
+                    .saturating_mul(1 << retried.min(16))
                     .min(cfg.backoff_max)
                     .mul_f64(1.25);
-                attempt += 1;
+                retried += 1;
                 if at.is_some_and(|d| Instant::now() + delay >= d) {
                     return Err(Status::deadline_exceeded(format!(
-                        "deadline exceeded after {attempt} attempts: {s}"
+                        "deadline exceeded after {retried} attempts: {s}"
                     )));
                 }
                 tokio::time::sleep(delay).await;

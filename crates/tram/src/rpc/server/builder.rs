@@ -50,6 +50,8 @@ pub(crate) struct ServerConfig {
     pub(crate) spawn_handlers: bool,
     /// Thread per core: connections run on this many threads of their own.
     pub(crate) threads: Option<usize>,
+    /// Connections close gracefully after this age, with this grace.
+    pub(crate) max_connection_age: Option<(Duration, Duration)>,
     pub(crate) tcp: TcpConfig,
     pub(crate) conn: conn::Config,
     pub(crate) observers: Arc<Observers>,
@@ -71,6 +73,7 @@ impl Default for ServerConfig {
             tls: None,
             spawn_handlers: false,
             threads: None,
+            max_connection_age: None,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
             observers: Arc::new(Observers::new(Side::Server, Some(false), Vec::new())),
@@ -235,6 +238,18 @@ impl ServerBuilder {
     #[cfg(feature = "tls")]
     pub fn tls(mut self, config: Arc<crate::tls::rustls::ServerConfig>) -> Self {
         self.config.tls = Some(config);
+        self
+    }
+
+    /// Closes each connection gracefully once it is `age` old (give or
+    /// take a tenth, so that connections opened together do not close
+    /// together): the client is told to go elsewhere (it reconnects,
+    /// picking anew among the fleet, so that long-lived clients rebalance
+    /// onto servers added since), its calls in flight get `grace` to
+    /// finish, then the connection is closed (gRFC A9; default: no
+    /// maximum age).
+    pub fn max_connection_age(mut self, age: Duration, grace: Duration) -> Self {
+        self.config.max_connection_age = Some((age, grace));
         self
     }
 

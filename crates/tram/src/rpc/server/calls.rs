@@ -77,6 +77,9 @@ pub(crate) struct ServerCalls {
     /// CALL frames accepted so far.
     call_seq: u64,
     going_away: bool,
+    /// A first GOAWAY said the connection is closing, without a count:
+    /// calls the client sent before it saw it are still taken.
+    announced: bool,
     spawn_handlers: bool,
     interceptor: Option<ServerInterceptor>,
     peer: Peer,
@@ -98,6 +101,7 @@ impl ServerCalls {
             calls: IdMap::default(),
             call_seq: 0,
             going_away: false,
+            announced: false,
             spawn_handlers,
             interceptor,
             peer,
@@ -122,6 +126,29 @@ impl ServerCalls {
     /// GOAWAY was sent or received: no new calls.
     pub(crate) fn is_going_away(&self) -> bool {
         self.going_away
+    }
+
+    /// Whether a first GOAWAY went out (or the final one).
+    pub(crate) fn is_announced(&self) -> bool {
+        self.announced || self.going_away
+    }
+
+    /// The first GOAWAY of a graceful close: the client is to send no new
+    /// calls, but those it sent before it saw this are still taken (the
+    /// count is the largest there is). The final GOAWAY, with the count,
+    /// follows once the client has answered a PING sent after this one:
+    /// every call it sent before then has arrived. `None` if one went
+    /// already.
+    pub(crate) fn announce(&mut self, message: &str) -> Option<Frame> {
+        if self.is_announced() {
+            return None;
+        }
+        self.announced = true;
+        Some(Frame::GoAway(GoAway {
+            last_call_seq: u64::MAX,
+            reason: Reason::NO_ERROR,
+            message: message.to_owned(),
+        }))
     }
 
     /// Stops taking calls; the GOAWAY to send, unless one went already

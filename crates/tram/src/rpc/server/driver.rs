@@ -24,6 +24,7 @@ use super::Routes;
 use super::builder::ServerConfig;
 use super::calls::{Accepted, Effects, Peer, ServerCalls};
 use super::handler::{IncomingCall, Route};
+use super::lifecycle::{DRAIN_PING, Due, Life};
 use crate::conn::{self, Inbound, Sender};
 use crate::observe::limit::violation;
 use crate::observe::{CloseReason, ConnStats, Observed, Observers, Registered, observe};
@@ -79,8 +80,15 @@ pub(crate) async fn serve(
         closing: CloseReason::Normal,
         reported: Reported::default(),
         now: None,
+        life: Life::new(
+            Instant::now(),
+            config.max_connection_age,
+            u64::from(addr.port()).wrapping_mul(0x9e37_79b9),
+        ),
     };
     let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
+    let far = Instant::now() + Duration::from_secs(86_400 * 365);
+    let mut life_timer = pin!(tokio::time::sleep_until(d.life.deadline().unwrap_or(far)));
     // A persistent future, so that its wake-up registration survives polls.
     let mut stopped = pin!(async move {
         while !*stop.borrow_and_update() {
@@ -91,12 +99,33 @@ pub(crate) async fn serve(
         }
     });
     let outcome = std::future::poll_fn(|cx| {
-        if !d.calls.is_going_away() && stopped.as_mut().poll(cx).is_ready() {
+        if !d.life.closing() && stopped.as_mut().poll(cx).is_ready() {
             d.closing = CloseReason::Shutdown;
-            d.go_away(Reason::NO_ERROR, "server shutting down");
+            d.begin_close("server shutting down");
         }
         if let Poll::Ready(done) = d.poll(&mut inbound, cx) {
             return Poll::Ready(done);
+        }
+        loop {
+            let at = d.life.deadline().unwrap_or(far);
+            if life_timer.deadline() != at {
+                life_timer.as_mut().reset(at);
+            }
+            if life_timer.as_mut().poll(cx).is_pending() {
+                break;
+            }
+            match d.life.due(Instant::now()) {
+                Due::Nothing => {}
+                Due::Begin(why) => {
+                    d.closing = CloseReason::MaxAge;
+                    d.announce(why);
+                }
+                Due::Final(why) => d.go_away(Reason::NO_ERROR, why),
+                Due::Force => return Poll::Ready(Ok(())),
+            }
+            if d.calls.is_going_away() && d.calls.is_empty() {
+                return Poll::Ready(Ok(()));
+            }
         }
         while timer.as_mut().poll(cx).is_ready() {
             let now = Instant::now();
@@ -112,10 +141,10 @@ pub(crate) async fn serve(
                 }
                 TimerEvent::Idle => {
                     tracing::debug!(peer = %addr, "closing idle connection");
-                    d.closing = CloseReason::Idle;
-                    d.go_away(Reason::NO_ERROR, "idle");
-                    if d.calls.is_empty() {
-                        return Poll::Ready(Ok(()));
+                    if !d.life.closing() {
+                        d.closing = CloseReason::Idle;
+                        d.begin_close("idle");
+                        cx.waker().wake_by_ref();
                     }
                     timer.as_mut().reset(now + Duration::from_secs(3600));
                 }
@@ -166,6 +195,8 @@ struct Driver {
     reported: Reported,
     /// The time, read once per turn when first needed.
     now: Option<Instant>,
+    /// Its graceful close and maximum age.
+    life: Life,
 }
 
 /// The connection's byte counts as last reported to the metrics.
@@ -332,6 +363,25 @@ impl Driver {
         };
     }
 
+    /// Begins a graceful close (see `lifecycle`), unless one has begun.
+    fn begin_close(&mut self, why: &'static str) {
+        if self.life.begin(why, Instant::now()) {
+            self.announce(why);
+        }
+    }
+
+    /// The first GOAWAY and its PING.
+    fn announce(&mut self, why: &'static str) {
+        if let Some(goaway) = self.calls.announce(why) {
+            let _ = self.out.force_send(goaway);
+            let ping = tram_wire::Ping {
+                ack: false,
+                payload: DRAIN_PING,
+            };
+            let _ = self.out.force_send(Frame::Ping(ping));
+        }
+    }
+
     fn go_away(&mut self, reason: Reason, message: &str) {
         if let Some(goaway) = self.calls.go_away(reason, message) {
             let _ = self.out.force_send(goaway);
@@ -354,6 +404,13 @@ impl Driver {
                     Ok(())
                 }
                 Control::Handled => Ok(()),
+                Control::Pong(DRAIN_PING) => {
+                    if let Some(why) = self.life.pong(Instant::now()) {
+                        self.go_away(Reason::NO_ERROR, why);
+                    }
+                    Ok(())
+                }
+                Control::Pong(_) => Ok(()),
                 Control::Other(frame) => self.for_calls(frame),
             },
         }

@@ -9,6 +9,8 @@
 //! - `cores`: thread per core: connections spread over threads of their
 //!   own, each with a single-threaded runtime.
 //! - `driver`: one connection's task: frames in, handlers polled, timers.
+//! - `lifecycle`: a connection's graceful close in two steps, and its
+//!   maximum age.
 //! - `calls`: the call table as pure code (frames in, actions out).
 //! - `local`: one unary call run in the caller's task, for gateways.
 
@@ -18,6 +20,7 @@ mod calls;
 mod cores;
 mod driver;
 mod handler;
+mod lifecycle;
 mod local;
 
 use std::collections::HashMap;
