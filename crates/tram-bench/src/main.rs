@@ -50,6 +50,10 @@ enum Command {
     /// One server, many client connections (spread over client threads):
     /// calls/s and CPU per call as the connections grow.
     Fanin(bench::fanin::Args),
+    /// One client balancing over several servers, open loop, as one is
+    /// slowed, another killed and restarted: tram's channel and tonic's
+    /// `balance_list`.
+    Fleet(bench::fleet::Args),
     /// A fixed number of unary calls in one thread, client and server in
     /// this process: run it under callgrind for instructions per call.
     Instructions(bench::instructions::Args),
@@ -74,6 +78,9 @@ struct ServeArgs {
     /// Pin the process to this CPU.
     #[arg(long)]
     cpu: Option<usize>,
+    /// Loopback port to listen on (0: any).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -83,7 +90,8 @@ fn main() -> anyhow::Result<()> {
         Command::Stream(args) => bench::stream::run(&args),
         Command::Fanin(args) => bench::fanin::run(&args),
         Command::Instructions(args) => bench::instructions::run(&args),
-        Command::Serve(a) => runner::serve_child(a.cpu, a.workers, |listener| {
+        Command::Fleet(args) => bench::fleet::run(&args),
+        Command::Serve(a) => runner::serve_child(a.cpu, a.workers, a.port, |listener| {
             systems::serve(a.workload, a.system, listener, a.workers)
         }),
     }

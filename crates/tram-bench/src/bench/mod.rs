@@ -7,12 +7,15 @@
 //! - `closed`: the figures and tables both closed-loop benchmarks share.
 //! - `rate`: open-loop unary echo at a sweep of fixed rates.
 //! - `stream`: message streams and RPC streams.
+//! - `fleet`: one client balancing over several servers as they are
+//!   slowed, killed and restarted.
 //! - `instructions`: a fixed amount of unary work in one thread, for
 //!   instruction counts under callgrind.
 
 mod closed;
 pub(crate) mod compare;
 pub(crate) mod fanin;
+pub(crate) mod fleet;
 pub(crate) mod instructions;
 pub(crate) mod rate;
 pub(crate) mod stream;

@@ -436,16 +436,6 @@ async fn step(
     Ok(result)
 }
 
-/// Sets this thread's timer slack to 1 ns (Linux's default is 50 µs).
-#[allow(unsafe_code)]
-fn tight_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument, touches no
-    // memory of ours and affects only the calling thread.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
-    }
-}
-
 /// The dispatcher's shortest sleep, in nanoseconds.
 const MIN_NAP: u64 = 50_000;
 
@@ -463,7 +453,7 @@ fn dispatch(
 ) -> anyhow::Result<()> {
     // Timer slack is 50 µs by default: each sleep would overshoot by that
     // much on top of the wake-up itself. 1 ns keeps the schedule close.
-    tight_timer_slack();
+    crate::runner::tight_timer_slack();
     let (start, end) = state.window;
     let total = state.schedule.due_by(end.saturating_sub(1));
     let read_cpu =

@@ -179,6 +179,66 @@ pub(crate) fn rate(path: &Path, report: &RateReport) -> anyhow::Result<()> {
     finish(&mut chart, &root)
 }
 
+/// The p99 of each 100 ms of each system's `fleet` run, on a log scale,
+/// with the phases' boundaries and names.
+pub(crate) fn fleet(
+    path: &Path,
+    phase_secs: f64,
+    phases: &[&str],
+    runs: &[(System, Vec<f64>)],
+) -> anyhow::Result<()> {
+    let secs = phase_secs * phases.len() as f64;
+    let ymax = runs
+        .iter()
+        .flat_map(|(_, t)| t.iter().copied())
+        .fold(1_000f64, f64::max);
+    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "tram-bench fleet: p99 per 100 ms (from intended send time) as the fleet changes",
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..secs, (10f64..ymax * 2.0).log_scale())
+        .map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("p99")
+        .y_label_formatter(&|v| micros(*v))
+        .draw()
+        .map_err(draw_err)?;
+    for (i, name) in phases.iter().enumerate() {
+        let x = phase_secs * i as f64;
+        chart
+            .draw_series(LineSeries::new(
+                vec![(x, 10.0), (x, ymax * 2.0)],
+                BLACK.mix(0.3).stroke_width(1),
+            ))
+            .map_err(draw_err)?;
+        let (px, py) = chart.backend_coord(&(x, ymax * 1.6));
+        root.draw(&Text::new(*name, (px + 4, py), ("sans-serif", 12)))
+            .map_err(draw_err)?;
+    }
+    for (system, timeline) in runs {
+        let c = colour(*system);
+        let points: Vec<(f64, f64)> = timeline
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i as f64 * 0.1, v.max(10.0)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points, c.stroke_width(2)))
+            .map_err(draw_err)?
+            .label(format!("{system} p99"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+    }
+    finish(&mut chart, &root)
+}
+
 /// 250 µs, 1 ms, 2.5 s.
 /// Draws the legend and writes the file.
 fn finish<'a, DB, CT>(

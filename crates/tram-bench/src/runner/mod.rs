@@ -94,6 +94,7 @@ pub(crate) fn client_runtime(p: &ProcArgs) -> anyhow::Result<tokio::runtime::Run
 pub(crate) fn serve_child<F, Fut>(
     cpu: Option<usize>,
     workers: usize,
+    port: u16,
     serve: F,
 ) -> anyhow::Result<()>
 where
@@ -105,19 +106,25 @@ where
     }
     let rt = runtime(workers)?;
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let port = listener.local_addr()?.port();
         println!("PORT {port}");
         std::io::stdout().flush()?;
         let server = tokio::spawn(serve(listener));
-        // The parent closes our stdin when it is done (or dies).
+        // The parent closes our stdin when it is done (or dies); until
+        // then it may set the `fleet` server's delay (`delay <µs>`).
         tokio::task::spawn_blocking(|| {
-            let mut sink = String::new();
+            let mut line = String::new();
             while std::io::stdin()
-                .read_line(&mut sink)
+                .read_line(&mut line)
                 .map(|n| n > 0)
                 .unwrap_or(false)
-            {}
+            {
+                if let Some(us) = line.trim().strip_prefix("delay ") {
+                    crate::systems::set_fleet_delay(us.parse().unwrap_or(0));
+                }
+                line.clear();
+            }
         })
         .await?;
         server.abort();
@@ -145,10 +152,21 @@ impl Server {
     /// Starts `tram-bench serve --workload <workload> --system <system>`
     /// and waits for its port.
     pub(crate) fn start(workload: &str, system: &str, p: &ProcArgs) -> anyhow::Result<Server> {
+        Server::start_on(workload, system, 0, p)
+    }
+
+    /// [`Server::start`] on loopback port `port` (0: any).
+    pub(crate) fn start_on(
+        workload: &str,
+        system: &str,
+        port: u16,
+        p: &ProcArgs,
+    ) -> anyhow::Result<Server> {
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
         cmd.args(["serve", "--workload", workload, "--system", system])
-            .args(["--workers", &p.workers.to_string()]);
+            .args(["--workers", &p.workers.to_string()])
+            .args(["--port", &port.to_string()]);
         if p.pin {
             cmd.args(["--cpu", &SERVER_CPU.to_string()]);
         }
@@ -167,6 +185,25 @@ impl Server {
             .with_context(|| format!("server said {line:?}"))?;
         let stdin = child.stdin.take();
         Ok(Server { child, stdin, port })
+    }
+
+    /// Sends the server a line on its standard input (`delay <µs>`).
+    pub(crate) fn tell(&mut self, line: &str) -> anyhow::Result<()> {
+        use std::io::Write as _;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .context("the server's stdin is closed")?;
+        writeln!(stdin, "{line}")?;
+        stdin.flush()?;
+        Ok(())
+    }
+
+    /// Kills the server at once (SIGKILL): its connections are reset, as a
+    /// crashed machine's would be after the kernel notices.
+    pub(crate) fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// CPU time (user + system) the server process has used so far.
@@ -305,5 +342,15 @@ impl Counts {
             .iter()
             .map(|c| c.0.load(std::sync::atomic::Ordering::Relaxed))
             .sum()
+    }
+}
+
+/// Sets this thread's timer slack to 1 ns (Linux's default is 50 µs).
+#[allow(unsafe_code)]
+pub(crate) fn tight_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument, touches no
+    // memory of ours and affects only the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
     }
 }

@@ -61,6 +61,8 @@ pub(crate) enum Workload {
     Unary,
     /// Streams (`stream`).
     Stream,
+    /// The unary echo, answered after a delay set at run time (`fleet`).
+    Fleet,
 }
 
 impl System {
@@ -93,6 +95,7 @@ impl Workload {
         match self {
             Workload::Unary => "unary",
             Workload::Stream => "stream",
+            Workload::Fleet => "fleet",
         }
     }
 }
@@ -138,12 +141,31 @@ pub(crate) async fn serve(
             protosocket::serve(listener).await
         }
         (Workload::Unary, System::Floor) => floor::serve_echo(listener).await,
+        (Workload::Fleet, System::Tram) => tram::serve_fleet(listener).await,
+        (Workload::Fleet, System::Tonic) => tonic::serve_fleet(listener).await,
         (Workload::Stream, System::Tram) => tram::serve_stream(listener, false).await,
         (Workload::Stream, System::TramOwned) => tram::serve_stream(listener, true).await,
         (Workload::Stream, System::TramRpc) => tram::serve_rpc_stream(listener).await,
         (Workload::Stream, System::Floor) => floor::serve_echo(listener).await,
         (Workload::Stream, System::FloorPush) => floor::serve_push(listener).await,
         (workload, system) => anyhow::bail!("no {} server for {system}", workload.name()),
+    }
+}
+
+/// The delay a `fleet` server answers after, in microseconds: set by
+/// its parent through its standard input (`delay <µs>`).
+static FLEET_DELAY_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets the delay of this process's `fleet` server.
+pub(crate) fn set_fleet_delay(us: u64) {
+    FLEET_DELAY_US.store(us, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Waits out the `fleet` server's delay, if any.
+async fn fleet_delay() {
+    let us = FLEET_DELAY_US.load(std::sync::atomic::Ordering::Relaxed);
+    if us > 0 {
+        tokio::time::sleep(std::time::Duration::from_micros(us)).await;
     }
 }
 
@@ -177,6 +199,27 @@ impl UnaryClient {
                 UnaryClient::Protosocket(protosocket::Client::connect(addr).await?)
             }
             other => anyhow::bail!("{other} has no unary client"),
+        })
+    }
+
+    /// A client of `system` balancing over the `fleet` servers at `addrs`:
+    /// tram's channel over the list (power of two choices over Peak-EWMA),
+    /// or tonic's `balance_list`.
+    pub(crate) async fn connect_fleet(
+        system: System,
+        addrs: &[SocketAddr],
+    ) -> anyhow::Result<UnaryClient> {
+        Ok(match system {
+            System::Tram => {
+                let channel = ::tram::Channel::builder("tram-bench fleet")
+                    .endpoints(addrs.iter().map(ToString::to_string))
+                    .metrics(false)
+                    .build();
+                channel.ready().await?;
+                UnaryClient::Tram(channel)
+            }
+            System::Tonic => UnaryClient::Tonic(tonic::balanced_client(addrs)?),
+            other => anyhow::bail!("{other} has no balancing client"),
         })
     }
 

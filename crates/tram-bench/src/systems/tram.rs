@@ -100,6 +100,23 @@ pub(super) fn observing(on: bool) {
     OBSERVING.store(on, Ordering::Relaxed);
 }
 
+/// Serves the `fleet` echo (answered after the process's delay) until
+/// aborted.
+pub(super) async fn serve_fleet(listener: TcpListener) -> anyhow::Result<()> {
+    let server = Server::builder()
+        .max_concurrent_calls(65_536)
+        .unary(PATH, |req: Request<EchoMessage>| async move {
+            super::fleet_delay().await;
+            Ok(Response::new(req.into_inner()))
+        })
+        .build();
+    let listener = Listener::from_tokio(listener, TcpConfig::default());
+    server
+        .serve_listener(listener, std::future::pending())
+        .await?;
+    Ok(())
+}
+
 /// Serves a server stream of copies of the request until aborted.
 pub(super) async fn serve_rpc_stream(listener: TcpListener) -> anyhow::Result<()> {
     let server = Server::builder()
