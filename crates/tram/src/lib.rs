@@ -34,6 +34,9 @@
 //!   protobuf, JSON lines, tram frames, or your own), batched writes, a
 //!   byte-bounded outbound queue and a bounded read buffer; TCP connect and
 //!   accept helpers.
+//! - [`balance`]: one client over a fleet: discovery (a list, DNS, a
+//!   stream of changes), power of two choices over Peak-EWMA, ejection,
+//!   subsetting.
 //! - [`observe`]: metrics (OpenTelemetry's RPC names, through the
 //!   `metrics` facade), call spans, W3C trace context, observers of your
 //!   own, snapshots of connections.

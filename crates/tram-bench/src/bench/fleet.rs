@@ -51,6 +51,9 @@ pub(crate) struct Args {
     /// Payload bytes per call.
     #[arg(long, default_value_t = 16)]
     payload: usize,
+    /// Seconds of load before the first phase, not measured.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
     /// Calls in flight at most; calls due beyond it count as errors.
     #[arg(long, default_value_t = 20_000)]
     max_in_flight: u64,
@@ -130,7 +133,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 
 /// What the calls of one run record into.
 struct Record {
+    /// When the first phase starts; calls due before are the warm-up's.
     start: Instant,
+    warmup: Duration,
     phase_len: Duration,
     phases: Vec<Mutex<(Hist, u64, u64)>>,
     timeline: Mutex<Vec<Hist>>,
@@ -144,6 +149,9 @@ impl Record {
     }
 
     fn done(&self, due: Instant, ok: bool) {
+        if due < self.start {
+            return;
+        }
         let now = Instant::now();
         let latency = now.saturating_duration_since(due).as_nanos() as u64;
         let mut phase = self.phases[self.phase_of(due)].lock();
@@ -179,8 +187,10 @@ async fn scenario(system: System, args: &Args) -> anyhow::Result<SystemRun> {
     }
     let phase_len = Duration::from_secs_f64(args.phase_secs);
     let total = phase_len * PHASES.len() as u32;
+    let warmup = Duration::from_secs_f64(args.warmup);
     let record = Arc::new(Record {
-        start: Instant::now(),
+        start: Instant::now() + warmup,
+        warmup,
         phase_len,
         phases: PHASES
             .iter()
@@ -279,9 +289,10 @@ async fn open_loop(
         .spawn(move || {
             crate::runner::tight_timer_slack();
             let interval = Duration::from_nanos(1_000_000_000 / rate.max(1));
-            let calls = (total.as_nanos() / interval.as_nanos()) as u64;
+            let calls = ((total + record.warmup).as_nanos() / interval.as_nanos()) as u64;
+            let first = record.start - record.warmup;
             for i in 0..calls {
-                let due = record.start + interval * i as u32;
+                let due = first + interval * i as u32;
                 let now = Instant::now();
                 if due > now + Duration::from_micros(20) {
                     std::thread::sleep(due - now);

@@ -2,9 +2,11 @@
 //!
 //! # Layout
 //!
-//! - `builder`: [`ChannelBuilder`] and the settings it makes.
-//! - `pool`: the channel's connections, least loaded first, reconnected
-//!   with backoff.
+//! - `builder`: [`ChannelBuilder`] and the settings it makes; `fleet`:
+//!   its fleet settings (endpoints, DNS, discovery, policy, ejection,
+//!   subsetting).
+//! - `pool`: the channel's endpoints, and the connection each call takes
+//!   (one fixed endpoint, or a pick among many: see [`crate::balance`]).
 //! - `unary`: [`UnaryCall`] (the fast path and the general one) and batches.
 //! - `streaming`: server, client and bidirectional streaming calls, and
 //!   their sinks.
@@ -37,8 +39,8 @@ pub(crate) use conn::ClientConn;
 use pool::Pool;
 pub(crate) use reader::connect;
 
-/// A client of one server address: cheap to clone, shared by any number of
-/// tasks. Connects on the first call (or at once with [`Channel::connect`]),
+/// A client of one server address, or of a fleet (see
+/// [`crate::balance`]): cheap to clone, shared by any number of tasks. Connects on the first call (or at once with [`Channel::connect`]),
 /// reconnects after a failure (with exponential backoff and jitter; calls
 /// made while waiting to retry fail at once with `UNAVAILABLE`), and fails
 /// every call in flight with `UNAVAILABLE` when its connection is lost.

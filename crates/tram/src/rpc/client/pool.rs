@@ -51,10 +51,16 @@ impl Pool {
             let target = config.target.clone();
             Arc::new(Endpoint::new(target.clone(), target, &config, false))
         });
+        let set = Arc::new(EndpointSet::new());
+        if let Discovery::Static(targets) = &config.discovery {
+            // Known now: the first call need not wait for the task.
+            let list = targets.iter().map(|t| (t.clone(), t.clone())).collect();
+            set.update(&list, &config);
+        }
         Pool {
             config: Arc::new(config),
             single,
-            set: Arc::new(EndpointSet::new()),
+            set,
             manager: OnceLock::new(),
             turn: AtomicUsize::new(0),
         }
