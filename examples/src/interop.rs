@@ -98,8 +98,16 @@ impl test_service_server::TestService for TestService {
         if let Some(status) = requested(req.response_status.as_ref()) {
             return Err(status.with_trailers(trailers));
         }
+        let (server_id, hostname) = if req.fill_server_id {
+            let host = hostname();
+            (format!("tram-interop@{host}/{}", std::process::id()), host)
+        } else {
+            (String::new(), String::new())
+        };
         let resp = SimpleResponse {
             payload: Some(payload(req.response_size)),
+            server_id,
+            hostname,
             ..SimpleResponse::default()
         };
         Ok(Response::new(resp)
@@ -203,6 +211,16 @@ impl test_service_server::TestService for TestService {
             "UnimplementedCall is unimplemented, as the spec says",
         ))
     }
+}
+
+/// This machine's name, as the interop cases that ask for it expect.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 /// The interop server: `TestService` (`UnimplementedService` is left out,

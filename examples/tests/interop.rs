@@ -140,19 +140,25 @@ async fn server_streaming(c: &mut Client) {
 
 async fn ping_pong(c: &mut Client) {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let request = |(size, payload): (i32, usize)| StreamingOutputCallRequest {
+        response_parameters: params(&[size]),
+        payload: zeros(payload),
+        ..StreamingOutputCallRequest::default()
+    };
+    let pairs = [(31_415, 27_182), (9, 8), (2_653, 1_828), (58_979, 45_904)];
+    // tonic returns the call once the response headers are in, and a gRPC
+    // server sends them with its first answer: the first request goes
+    // before waiting (as tonic's own interop client does).
+    tx.send(request(pairs[0])).await.unwrap();
     let mut responses = c
         .full_duplex_call(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await
         .unwrap()
         .into_inner();
-    for (size, payload) in [(31_415, 27_182), (9, 8), (2_653, 1_828), (58_979, 45_904)] {
-        tx.send(StreamingOutputCallRequest {
-            response_parameters: params(&[size]),
-            payload: zeros(payload),
-            ..StreamingOutputCallRequest::default()
-        })
-        .await
-        .unwrap();
+    for (i, (size, payload)) in pairs.into_iter().enumerate() {
+        if i > 0 {
+            tx.send(request((size, payload))).await.unwrap();
+        }
         let m = responses.message().await.unwrap().unwrap();
         assert_eq!(body_len(&m.payload), size as usize);
     }
@@ -194,6 +200,34 @@ async fn custom_metadata(c: &mut Client) {
         r.metadata().get("x-grpc-test-echo-initial").unwrap(),
         "test_initial_metadata_value"
     );
+    // The same on a full-duplex call: the initial metadata in the response
+    // headers (not the trailers), the trailing in the trailers.
+    let mut req = tonic::Request::new(tokio_stream::iter([StreamingOutputCallRequest {
+        response_parameters: params(&[314_159]),
+        payload: zeros(271_828),
+        ..StreamingOutputCallRequest::default()
+    }]));
+    req.metadata_mut().insert(
+        "x-grpc-test-echo-initial",
+        MetadataValue::from_static("test_initial_metadata_value"),
+    );
+    req.metadata_mut()
+        .insert_bin("x-grpc-test-echo-trailing-bin", trailing.clone());
+    let r = c.full_duplex_call(req).await.unwrap();
+    assert_eq!(
+        r.metadata().get("x-grpc-test-echo-initial").unwrap(),
+        "test_initial_metadata_value",
+        "initial metadata in the response headers"
+    );
+    let mut responses = r.into_inner();
+    let m = responses.message().await.unwrap().unwrap();
+    assert_eq!(body_len(&m.payload), 314_159);
+    assert!(responses.message().await.unwrap().is_none());
+    let trailers = responses.trailers().await.unwrap().unwrap();
+    assert_eq!(
+        trailers.get_bin("x-grpc-test-echo-trailing-bin"),
+        Some(&trailing)
+    );
 }
 
 async fn status_code_and_message(c: &mut Client, message: &str) {
@@ -215,12 +249,12 @@ async fn status_code_and_message(c: &mut Client, message: &str) {
         response_status: Some(status),
         ..StreamingOutputCallRequest::default()
     };
-    let mut responses = c
-        .full_duplex_call(tokio_stream::iter([request]))
-        .await
-        .unwrap()
-        .into_inner();
-    let err = responses.message().await.unwrap_err();
+    // The call fails before any message: a trailers-only response, which
+    // tonic reports as the call's own error (grpc-go, at the first Recv).
+    let err = match c.full_duplex_call(tokio_stream::iter([request])).await {
+        Err(e) => e,
+        Ok(r) => r.into_inner().message().await.unwrap_err(),
+    };
     assert_eq!(err.code(), tonic::Code::Unknown);
     assert_eq!(err.message(), message);
 }
@@ -245,11 +279,7 @@ async fn cancel_after_begin(c: &mut Client) {
 
 async fn cancel_after_first_response(c: &mut Client) {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let mut responses = c
-        .full_duplex_call(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
+    // Sent before waiting for the call: see `ping_pong`.
     tx.send(StreamingOutputCallRequest {
         response_parameters: params(&[31_415]),
         payload: zeros(27_182),
@@ -257,6 +287,11 @@ async fn cancel_after_first_response(c: &mut Client) {
     })
     .await
     .unwrap();
+    let mut responses = c
+        .full_duplex_call(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
     let first = responses.message().await.unwrap().unwrap();
     assert_eq!(body_len(&first.payload), 31_415);
     // Cancel: drop both directions (tonic sends RST_STREAM CANCEL).

@@ -197,13 +197,10 @@ impl Call {
                     Some(Err(s)) => return out.finish(&s).await,
                     None => return,
                 };
-                // A bidirectional client may wait for the headers before it
-                // sends (and the handler for a request before it answers):
-                // they go now. A client-streaming client sends regardless,
-                // so its headers wait for the answer and its metadata.
-                if matches!(head.kind, Kind::Bidi) && out.headers().is_err() {
-                    return;
-                }
+                // As a gRPC server does, the headers go with the first
+                // response message (carrying the handler's leading
+                // metadata), or as a trailers-only response: clients must
+                // not wait for them before sending.
                 // Requests flow in while responses flow out; the call ends
                 // when the responses do.
                 let pump = async {
@@ -315,9 +312,7 @@ impl Out<'_> {
     }
 
     /// Sends the response headers, once, with the leading metadata known
-    /// by then. Bidirectional calls send them as soon as the call is open
-    /// (a client may wait for them before it sends its first request);
-    /// the other kinds with their first message, which carries the tram
+    /// by then: with the first response message, which carries the tram
     /// handler's leading metadata.
     fn headers(&mut self) -> Result<(), h2::Error> {
         if self.stream.is_none() {
@@ -379,7 +374,10 @@ impl Out<'_> {
                         return;
                     }
                 }
-                Ok(None) => return self.finish(&wire::ok_status(Default::default())).await,
+                Ok(None) => {
+                    let trailers = responses.trailers().unwrap_or_default();
+                    return self.finish(&wire::ok_status(trailers)).await;
+                }
                 Err(s) => return self.finish(&s).await,
             }
         }

@@ -54,11 +54,9 @@
 //! [`GatewayConfig::compress_responses`] is on.
 //!
 //! A handler's leading metadata (`Response::with_metadata`) becomes the
-//! HTTP response headers. Unary, server- and client-streaming calls send
-//! their headers with the first response message; a bidirectional call
-//! sends them as it opens (a client may wait for them before it sends its
-//! first request), so a bidi handler's leading metadata arrives with the
-//! trailers instead.
+//! HTTP response headers, sent with the first response message of every
+//! call kind (or in a trailers-only response), as a gRPC server sends
+//! them.
 //!
 //! # Layout
 //!

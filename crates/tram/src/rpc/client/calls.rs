@@ -288,6 +288,9 @@ impl Calls {
                     }
                     State::Stream(s) => {
                         if e.code == Code::Ok {
+                            if let Some(t) = &e.trailers {
+                                s.set_trailers(t.clone());
+                            }
                             s.close_inbox(Ok(()));
                             s.abort(Status::new(Code::Ok, "call ended by the server"));
                         } else {

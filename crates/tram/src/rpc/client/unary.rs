@@ -262,12 +262,16 @@ where
     let at = deadline::after(timeout);
     let cfg = &channel.pool.config;
     let (mut retried, mut unprocessed) = (0, 0);
+    // The first failure of an attempt that never reached a server: it says
+    // why (a later one may only say the endpoint is backing off).
+    let mut first_unprocessed: Option<Status> = None;
     loop {
         let left = deadline::left(at);
         let attempt = once(channel, path, &msg, metadata.clone(), left, intercepted);
         match deadline::within(at, attempt).await {
             Err(s) if s.is_unprocessed() && unprocessed < UNPROCESSED_RETRIES => {
                 unprocessed += 1;
+                first_unprocessed.get_or_insert(s);
             }
             Err(s)
                 if idempotent
@@ -289,6 +293,7 @@ where
                 }
                 tokio::time::sleep(delay).await;
             }
+            Err(s) if s.is_unprocessed() => return Err(first_unprocessed.unwrap_or(s)),
             other => return other,
         }
     }

@@ -116,6 +116,13 @@ impl<M> Streaming<M> {
         self.shared.headers()
     }
 
+    /// The trailing metadata the call ended with (on the client), once the
+    /// stream has ended with OK: `None` before, or if there was none to
+    /// know (a handler's request stream).
+    pub fn trailers(&self) -> Option<Metadata> {
+        self.shared.trailers()
+    }
+
     /// Keeps `extra` alive as long as the stream.
     pub(crate) fn with_guard(mut self, extra: Box<dyn Send + Sync>) -> Self {
         let old = self._guard.take();

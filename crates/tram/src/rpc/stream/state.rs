@@ -48,6 +48,8 @@ pub(super) struct CallState {
     pub(super) aborted: Option<Status>,
     /// The response's leading metadata, once the first message is in.
     pub(super) headers: Option<Metadata>,
+    /// The trailers the call ended with (client side, on END with OK).
+    pub(super) trailers: Option<Metadata>,
 }
 
 /// Bytes of unread messages one call's window aims to allow: the window
@@ -127,6 +129,7 @@ impl CallShared {
                 writer: None,
                 aborted: None,
                 headers: None,
+                trailers: None,
             }),
         })
     }
@@ -139,6 +142,16 @@ impl CallShared {
     /// The response's leading metadata, if it has arrived.
     pub(crate) fn headers(&self) -> Option<Metadata> {
         self.state.lock().headers.clone()
+    }
+
+    /// Records the trailers the call ended with.
+    pub(crate) fn set_trailers(&self, trailers: Metadata) {
+        self.state.lock().trailers = Some(trailers);
+    }
+
+    /// The trailers the call ended with, once it has.
+    pub(crate) fn trailers(&self) -> Option<Metadata> {
+        self.state.lock().trailers.clone()
     }
 
     /// A message from the peer.
