@@ -14,6 +14,7 @@ use http::{HeaderMap, HeaderValue, Request as HttpRequest, Response as HttpRespo
 use tram::gateway::{self, RawMessage};
 use tram::{Channel, Metadata, MethodKind as Kind, Request, Server, Status, Streaming};
 
+use crate::web::{self, Web};
 use crate::wire::{self, Deframer, Encoding};
 use crate::{GatewayConfig, SYSTEM};
 
@@ -24,6 +25,8 @@ pub(crate) struct Call {
     /// the first one); unary calls run in the call's own task.
     pub(crate) channel: Channel,
     pub(crate) config: Arc<GatewayConfig>,
+    /// Connect and gRPC-Web requests go here.
+    pub(crate) web: Arc<Web>,
     pub(crate) peer: SocketAddr,
 }
 
@@ -42,6 +45,17 @@ impl Call {
         request: HttpRequest<RecvStream>,
         mut respond: SendResponse<Bytes>,
     ) {
+        let content_type = request
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        let method = request.method();
+        if method == http::Method::GET
+            || method == http::Method::OPTIONS
+            || web::is_web(content_type)
+        {
+            return web::h2::serve(&self.web, request, respond, self.peer, &self.channel).await;
+        }
         let (parts, body) = request.into_parts();
         if parts.method != http::Method::POST {
             return http_error(&mut respond, StatusCode::METHOD_NOT_ALLOWED);

@@ -69,8 +69,10 @@
 //! - [`standard`]: reflection and health, as tram services.
 
 mod call;
+mod sniff;
 pub mod standard;
 mod wake;
+mod web;
 mod wire;
 
 use std::future::Future;
@@ -107,6 +109,16 @@ pub struct GatewayConfig {
     pub stream_window: u32,
     /// HTTP/2 receive window per connection (default 4 MiB).
     pub connection_window: u32,
+    /// Encoded `FileDescriptorSet`s of the services (what
+    /// `tram::include_file_descriptor_set!()` gives): Connect's JSON
+    /// (`application/json`, `application/connect+json`) and GET for
+    /// methods free of side effects need them (default none: Connect and
+    /// gRPC-Web with protobuf bodies only).
+    pub descriptors: Vec<Bytes>,
+    /// `Access-Control-Allow-Origin` for browsers' Connect and gRPC-Web
+    /// calls from other origins: an origin, or `*` for any (default none:
+    /// no CORS headers, preflights refused).
+    pub cors_allow_origin: Option<String>,
 }
 
 impl Default for GatewayConfig {
@@ -117,7 +129,18 @@ impl Default for GatewayConfig {
             max_concurrent_streams: 1024,
             stream_window: 1 << 20,
             connection_window: 4 << 20,
+            descriptors: Vec::new(),
+            cors_allow_origin: None,
         }
+    }
+}
+
+impl GatewayConfig {
+    /// This config with `sets` as [`descriptors`](Self::descriptors).
+    #[must_use]
+    pub fn with_descriptors(mut self, sets: &[&'static [u8]]) -> Self {
+        self.descriptors = sets.iter().map(|s| Bytes::from_static(s)).collect();
+        self
     }
 }
 
@@ -126,6 +149,7 @@ impl Default for GatewayConfig {
 pub struct Gateway {
     server: Server,
     config: Arc<GatewayConfig>,
+    web: Arc<web::Web>,
 }
 
 /// `server`, answering gRPC over HTTP/2 on its own port as well as tram
@@ -142,11 +166,65 @@ pub fn with_gateway_config(server: Server, config: GatewayConfig) -> Server {
 
 impl Gateway {
     /// A gateway to `server`'s methods.
+    ///
+    /// Descriptors that do not decode are logged (`tracing` error) and
+    /// JSON calls then fail with `UNIMPLEMENTED` saying why.
     pub fn new(server: Server, config: GatewayConfig) -> Gateway {
+        let config = Arc::new(config);
+        let json = web::json::Json::from_config(&config);
+        if let Err(e) = &json {
+            if !config.descriptors.is_empty() {
+                tracing::error!(error = %e, "gateway descriptors do not decode: no JSON");
+            }
+        }
+        let web = Arc::new(web::Web {
+            server: server.clone(),
+            config: config.clone(),
+            json,
+        });
         Gateway {
             server,
-            config: Arc::new(config),
+            config,
+            web,
         }
+    }
+
+    /// Serves one connection that does not speak tram: HTTP/2 (prior
+    /// knowledge) or HTTP/1.1, told apart by its first bytes.
+    pub async fn serve_http<IO>(&self, io: IO, peer: SocketAddr)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        match sniff::sniff(io).await {
+            Ok((sniff::Http::H2, io)) => self.serve_h2(io, peer).await,
+            Ok((sniff::Http::H1, io)) => {
+                let channel = self.channel(peer, web::CONNECT);
+                web::http1::serve(self.web.clone(), io, peer, channel).await;
+            }
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "connection closed before its protocol was known")
+            }
+        }
+    }
+
+    /// The in-memory tram connection that carries an HTTP connection's
+    /// streaming calls to the server (opened on the first one); its calls
+    /// observed as `system`'s.
+    fn channel(&self, peer: SocketAddr, system: &'static str) -> Channel {
+        let server = self.server.clone();
+        Channel::builder(format!("gateway for {peer}"))
+            .keepalive(None)
+            // The calls are the server's, observed there as the gateway's.
+            .metrics(false)
+            .connector(move || {
+                let (ours, theirs) = tokio::io::duplex(256 * 1024);
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let _ = gateway::serve_connection(&server, theirs, peer, system).await;
+                });
+                std::future::ready(Ok(ours))
+            })
+            .build()
     }
 
     /// Serves one HTTP/2 connection (prior knowledge: the client's preface
@@ -177,20 +255,7 @@ impl Gateway {
         };
         // One in-memory tram connection per HTTP/2 connection, to this
         // server: interceptors see the HTTP/2 client's address.
-        let server = self.server.clone();
-        let channel = Channel::builder(format!("grpc gateway for {peer}"))
-            .keepalive(None)
-            // The calls are the server's, observed there as gRPC's.
-            .metrics(false)
-            .connector(move || {
-                let (ours, theirs) = tokio::io::duplex(256 * 1024);
-                let server = server.clone();
-                tokio::spawn(async move {
-                    let _ = gateway::serve_connection(&server, theirs, peer, SYSTEM).await;
-                });
-                std::future::ready(Ok(ours))
-            })
-            .build();
+        let channel = self.channel(peer, SYSTEM);
         // The connection's calls run in this task, beside the connection
         // itself, as a tram connection's do: no task spawned per call, and
         // no wake-up handed between tasks (and threads) to answer one.
@@ -215,6 +280,7 @@ impl Gateway {
                 server: self.server.clone(),
                 channel: channel.clone(),
                 config: self.config.clone(),
+                web: self.web.clone(),
                 peer,
             };
             calls.push(call.run(request, respond));
@@ -225,6 +291,6 @@ impl Gateway {
 impl gateway::Protocol for Gateway {
     fn serve(&self, io: gateway::Io, peer: SocketAddr) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         let gateway = self.clone();
-        Box::pin(async move { gateway.serve_h2(io, peer).await })
+        Box::pin(async move { gateway.serve_http(io, peer).await })
     }
 }

@@ -153,6 +153,8 @@ pub(crate) fn parse_timeout(v: &str) -> Option<Duration> {
 fn reserved(name: &str) -> bool {
     name.starts_with(':')
         || name.starts_with("grpc-")
+        || name.starts_with("connect-")
+        || name.starts_with("access-control-")
         || matches!(
             name,
             "content-type"
@@ -161,8 +163,15 @@ fn reserved(name: &str) -> bool {
                 | "host"
                 | "content-length"
                 | "accept-encoding"
+                | "content-encoding"
+                | "accept"
+                | "origin"
                 | "connection"
+                | "keep-alive"
+                | "upgrade"
                 | "transfer-encoding"
+                | "x-grpc-web"
+                | "x-user-agent"
         )
 }
 

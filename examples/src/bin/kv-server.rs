@@ -20,6 +20,14 @@ async fn main() -> anyhow::Result<()> {
     let server = Server::builder()
         .add_service(KvServer::new(KvStore::default()))
         .build();
+    // gRPC, gRPC-Web and Connect (with JSON, so curl works) on the same
+    // port as tram.
+    let config = tram_grpc::GatewayConfig {
+        cors_allow_origin: Some("*".into()),
+        ..tram_grpc::GatewayConfig::default()
+    }
+    .with_descriptors(&[tram::include_file_descriptor_set!()]);
+    let server = tram_grpc::with_gateway_config(server, config);
     println!(
         "kv server listening on {} (Ctrl-C stops it gracefully)",
         args.listen

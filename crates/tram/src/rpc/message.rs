@@ -104,7 +104,8 @@ impl<T> Request<T> {
         }
     }
 
-    pub(crate) fn into_parts(self) -> (T, Metadata, Option<Duration>) {
+    /// The message, metadata and timeout.
+    pub fn into_parts(self) -> (T, Metadata, Option<Duration>) {
         (self.message, self.metadata, self.timeout)
     }
 }
@@ -163,7 +164,7 @@ impl<T> Response<T> {
     }
 
     /// The message, leading metadata and trailers.
-    pub(crate) fn into_parts(self) -> (T, Metadata, Metadata) {
+    pub fn into_parts(self) -> (T, Metadata, Metadata) {
         (self.message, self.metadata, self.trailers)
     }
 }
