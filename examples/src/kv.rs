@@ -11,6 +11,24 @@ use tram::rpc::{Request, Response, Status, Streaming};
 
 use crate::proto::kv::{self, command::Op, kv_server};
 
+/// The kv service on a tram server that also answers gRPC, gRPC-Web and
+/// Connect (JSON too, so curl works) on its port, to browsers of any
+/// origin.
+pub fn server() -> tram::Server {
+    let server = tram::Server::builder()
+        .add_service(kv_server::KvServer::new(KvStore::default()))
+        .build();
+    let config = tram_grpc::GatewayConfig {
+        cors_allow_origin: Some("*".into()),
+        ..tram_grpc::GatewayConfig::default()
+    }
+    .with_descriptors(&[DESCRIPTORS]);
+    tram_grpc::with_gateway_config(server, config)
+}
+
+/// The compiled descriptors of the examples' protos (kv among them).
+pub const DESCRIPTORS: &[u8] = tram::include_file_descriptor_set!();
+
 /// Shards of the map, so that writers rarely meet.
 const SHARDS: usize = 16;
 

@@ -5,7 +5,10 @@
 //! its messages decoded (from JSON through the method's descriptors, for
 //! Connect's JSON), the tram method called, and the answer written in the
 //! protocol's form; a streamed answer is written as the tram stream yields
-//! it, by the connection's own task.
+//! it, by the connection's own task. Client-streaming and bidirectional
+//! calls are therefore half-duplex here (every request message, then every
+//! response), which is all HTTP/1.1 and browsers' fetch can carry; gRPC
+//! clients on HTTP/2 get full duplex from the gRPC gateway.
 //!
 //! - `connect`: Connect's codes, errors, envelopes and headers.
 //! - `grpcweb`: gRPC-Web's trailer frame and base64 bodies.
@@ -122,6 +125,24 @@ impl Web {
         if req.method() == Method::OPTIONS {
             return self.preflight(&req);
         }
+        let content_type = req.headers().get(http::header::CONTENT_TYPE);
+        let unknown_type = content_type
+            .and_then(|v| v.to_str().ok())
+            .is_none_or(|ct| Wire::of(ct).is_none());
+        if req.method() == Method::POST && unknown_type {
+            // Not a call of these protocols at all: HTTP's answer, as
+            // Connect's own servers give it.
+            let mut response = HttpResponse::new(empty());
+            *response.status_mut() = http::StatusCode::UNSUPPORTED_MEDIA_TYPE;
+            response.headers_mut().insert(
+                "accept-post",
+                HeaderValue::from_static(
+                    "application/json, application/proto, application/connect+json, \
+                     application/connect+proto, application/grpc-web, application/grpc-web-text",
+                ),
+            );
+            return response;
+        }
         let origin = req.headers().get(http::header::ORIGIN).cloned();
         let mut response = match self.decode(req).await {
             Ok(call) => self.call(call, peer, channel).await,
@@ -162,22 +183,34 @@ impl Web {
                 Status::unimplemented("only POST and GET are served"),
             ));
         };
+        // The body is read (bounded) before anything can fail, so that an
+        // HTTP/1.1 client still sending it gets the error, not a reset.
+        let body = if get {
+            Bytes::new()
+        } else {
+            let limit = self.config.max_message_size.saturating_mul(16);
+            Limited::new(body, limit)
+                .collect()
+                .await
+                .map_err(|e| {
+                    (
+                        wire,
+                        Status::resource_exhausted(format!("request body: {e}")),
+                    )
+                })?
+                .to_bytes()
+        };
         let kind = self
             .server
             .method_kind(&path)
             .ok_or_else(|| (wire, Status::unimplemented(format!("no method {path}"))))?;
         let fail = |s: Status| (wire, s);
         match (wire, kind) {
-            (Wire::ConnectUnary { .. }, Kind::Unary) | (Wire::ConnectStream { .. }, _) => {}
-            (Wire::GrpcWeb { .. }, Kind::Unary | Kind::ServerStreaming) => {}
+            (Wire::ConnectUnary { .. }, Kind::Unary)
+            | (Wire::ConnectStream { .. } | Wire::GrpcWeb { .. }, _) => {}
             (Wire::ConnectUnary { .. }, _) => {
                 return Err(fail(Status::unimplemented(
                     "a streaming method takes application/connect+proto or +json",
-                )));
-            }
-            (Wire::GrpcWeb { .. }, _) => {
-                return Err(fail(Status::unimplemented(
-                    "gRPC-Web carries unary and server-streaming calls only",
                 )));
             }
         }
@@ -220,12 +253,6 @@ impl Web {
             };
             (wire, vec![msg.map_err(|s| (wire, s))?])
         } else {
-            let limit = self.config.max_message_size.saturating_mul(16);
-            let body = Limited::new(body, limit)
-                .collect()
-                .await
-                .map_err(|e| fail(Status::resource_exhausted(format!("request body: {e}"))))?
-                .to_bytes();
             (wire, self.messages(wire, headers, body).map_err(fail)?)
         };
         let messages = match (&self.json, wire.json()) {
