@@ -4,6 +4,12 @@
 fn main() -> std::io::Result<()> {
     let fds = protox::compile(["proto/echo.proto"], ["proto"])
         .map_err(|e| std::io::Error::other(e.to_string()))?;
+    // The descriptors, for the gateway's Connect JSON.
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").map_err(std::io::Error::other)?);
+    std::fs::write(
+        out.join("echo_fds.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
     let mut config = prost_build::Config::new();
     config.bytes(["."]);
     tonic_prost_build::configure()

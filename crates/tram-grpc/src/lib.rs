@@ -1,6 +1,7 @@
-//! gRPC over HTTP/2 for tram services: ordinary gRPC clients (any
-//! language, grpcurl, gRPC-aware proxies) call the same handlers a tram
-//! [`Server`] runs, on the same port.
+//! gRPC, Connect and gRPC-Web for tram services: ordinary gRPC clients
+//! (any language, grpcurl, gRPC-aware proxies) over HTTP/2, and Connect and
+//! gRPC-Web clients (browsers, curl, Connect's libraries) over HTTP/1.1 and
+//! HTTP/2, call the same handlers a tram [`Server`] runs, on the same port.
 //!
 //! ```no_run
 //! # async fn run(server: tram::rpc::Server) -> std::io::Result<()> {
@@ -58,9 +59,22 @@
 //! call kind (or in a trailers-only response), as a gRPC server sends
 //! them.
 //!
+//! # Connect and gRPC-Web
+//!
+//! Requests with Connect's content types (`application/json`,
+//! `application/proto`, `application/connect+json|proto`, and GET for
+//! methods marked free of side effects) and gRPC-Web's
+//! (`application/grpc-web`, `-text`) are answered on HTTP/1.1 connections
+//! (hyper) and on the HTTP/2 ones alike. JSON goes through the services'
+//! descriptors ([`GatewayConfig::descriptors`]); handlers only see
+//! protobuf. A request body is read whole (bounded) before its call, so
+//! request streams are half-duplex there; responses stream.
+//!
 //! # Layout
 //!
 //! - this file: [`Gateway`], its settings, and each HTTP/2 connection's task.
+//! - `sniff`: HTTP/2 or HTTP/1.1, by a connection's first bytes.
+//! - `web`: Connect and gRPC-Web (its own module map).
 //! - `call`: one gRPC call: headers, request body, the tram handler, the
 //!   answer as data and trailers.
 //! - `wire`: gRPC's message framing (5-byte prefix, gzip), status and

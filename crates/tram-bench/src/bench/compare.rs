@@ -16,7 +16,7 @@ use crate::runner::{Counts, ProcArgs, Server, client_runtime, measure_window};
 use crate::systems::{self, System, UnaryClient, Workload};
 
 /// What `compare` runs.
-const SYSTEMS: [System; 7] = [
+const SYSTEMS: [System; 9] = [
     System::Tram,
     System::TramCores,
     System::TramObserved,
@@ -24,6 +24,8 @@ const SYSTEMS: [System; 7] = [
     System::Protosocket,
     System::Floor,
     System::TramGrpc,
+    System::TramConnect,
+    System::AxumJson,
 ];
 
 /// Options of `tram-bench compare`.

@@ -5,11 +5,14 @@
 //! - `tram`: tram RPC, its gRPC gateway, and tram's message streams.
 //! - `tonic`: tonic 0.14 (gRPC over HTTP/2), generated client and server.
 //! - `protosocket`: protosocket-rpc 2.0.2.
+//! - `json`: Connect unary JSON over HTTP/1.1 (tram's gateway), and axum
+//!   with serde as its reference, and their HTTP/1.1 client.
 //! - `floor`: hand-written raw-TCP floors: no correlation, no task per
 //!   call, the least work a loopback round trip or stream can take.
 
 mod echo;
 mod floor;
+mod json;
 mod protosocket;
 mod tonic;
 mod tram;
@@ -41,6 +44,12 @@ pub(crate) enum System {
     /// spans recorded (into a tracing registry that writes nothing), on
     /// both sides.
     TramObserved,
+    /// tram's server behind its gateway, called with Connect unary JSON
+    /// over HTTP/1.1 (hyper's pooled client).
+    TramConnect,
+    /// axum 0.8 answering the same JSON with a serde handler, called as
+    /// `tram-connect` is: the reference for Connect JSON.
+    AxumJson,
     /// tram with its server in thread-per-core mode (`ServerBuilder::threads`
     /// with as many threads as the server's `--workers`).
     TramCores,
@@ -73,6 +82,8 @@ impl System {
             System::TramOwned => "tram-owned",
             System::TramRpc => "tram-rpc",
             System::TramGrpc => "tram-grpc",
+            System::TramConnect => "tram-connect",
+            System::AxumJson => "axum-json",
             System::TramCores => "tram-cores",
             System::TramObserved => "tram-observed",
             System::Tonic => "tonic",
@@ -132,7 +143,10 @@ pub(crate) async fn serve(
             tram::install_observability(true);
             tram::serve_unary(listener, false, None).await
         }
-        (Workload::Unary, System::TramGrpc) => tram::serve_unary(listener, true, None).await,
+        (Workload::Unary, System::TramGrpc | System::TramConnect) => {
+            tram::serve_unary(listener, true, None).await
+        }
+        (Workload::Unary, System::AxumJson) => json::serve_axum(listener).await,
         (Workload::Unary, System::TramCores) => {
             tram::serve_unary(listener, false, Some(threads)).await
         }
@@ -176,6 +190,7 @@ pub(crate) enum UnaryClient {
     Tram(::tram::Channel),
     Tonic(echo::pb::echo_client::EchoClient<::tonic::transport::Channel>),
     Protosocket(protosocket::Client),
+    Json(json::JsonClient),
 }
 
 impl UnaryClient {
@@ -197,6 +212,12 @@ impl UnaryClient {
             System::Tonic | System::TramGrpc => UnaryClient::Tonic(tonic::client(addr).await?),
             System::Protosocket => {
                 UnaryClient::Protosocket(protosocket::Client::connect(addr).await?)
+            }
+            System::TramConnect | System::AxumJson => {
+                let client = json::JsonClient::new(addr)?;
+                // A first call, so that the pool has a connection.
+                client.call(0, b"").await?;
+                UnaryClient::Json(client)
             }
             other => anyhow::bail!("{other} has no unary client"),
         })
@@ -234,6 +255,7 @@ impl UnaryClient {
             }
             UnaryClient::Tonic(c) => c.say(message).await?.get_ref().id,
             UnaryClient::Protosocket(c) => c.call(message).await?,
+            UnaryClient::Json(c) => c.call(message.id, &message.payload).await?,
         })
     }
 }

@@ -30,7 +30,9 @@ pub(super) async fn serve_unary(
     }
     let server = builder.build();
     let server = if gateway {
-        tram_grpc::with_gateway(server)
+        let config = tram_grpc::GatewayConfig::default()
+            .with_descriptors(&[include_bytes!(concat!(env!("OUT_DIR"), "/echo_fds.bin"))]);
+        tram_grpc::with_gateway_config(server, config)
     } else {
         server
     };
