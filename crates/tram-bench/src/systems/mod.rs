@@ -190,7 +190,7 @@ pub(crate) enum UnaryClient {
     Tram(::tram::Channel),
     Tonic(echo::pb::echo_client::EchoClient<::tonic::transport::Channel>),
     Protosocket(protosocket::Client),
-    Json(json::JsonClient),
+    Json(Box<json::JsonClient>),
 }
 
 impl UnaryClient {
@@ -217,7 +217,7 @@ impl UnaryClient {
                 let client = json::JsonClient::new(addr)?;
                 // A first call, so that the pool has a connection.
                 client.call(0, b"").await?;
-                UnaryClient::Json(client)
+                UnaryClient::Json(Box::new(client))
             }
             other => anyhow::bail!("{other} has no unary client"),
         })
