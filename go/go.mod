@@ -1,0 +1,3 @@
+module github.com/tram-rpc/tram/go
+
+go 1.22
