@@ -15,3 +15,17 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quie
 echo "== cargo test"
 cargo test --workspace --all-targets --all-features --quiet
 cargo test --workspace --doc --all-features --quiet
+
+echo "== go/ (the Go implementation)"
+if command -v go >/dev/null 2>&1; then
+  (
+    cd go
+    unformatted=$(gofmt -l .)
+    if [ -n "$unformatted" ]; then echo "gofmt needed: $unformatted" >&2; exit 1; fi
+    go vet ./...
+    # The kv cases run against the Rust server in examples/tests/go_client.rs.
+    go test -count=1 ./...
+  )
+else
+  echo "Go is not installed: go/ is not tested here (examples/tests/go_client.rs skips too)"
+fi

@@ -1,0 +1,367 @@
+// Package tram is a tram client in Go: one TCP connection multiplexing
+// calls of every kind, byte-compatible with the Rust implementation
+// (PROTOCOL.md), on package wire.
+//
+// A connection has one reader and one writer goroutine. Callers append
+// their frames to the connection's out buffer under its lock and wake the
+// writer, which takes everything queued since its last write and writes it
+// at once: calls made while a write is in progress share the next one,
+// without a timer.
+package tram
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/tram-rpc/tram/go/wire"
+)
+
+// Options of a connection.
+type Options struct {
+	// Settings this side announces (limits on what it receives).
+	Settings wire.Settings
+	// DialTimeout bounds the TCP connect (default 10 s).
+	DialTimeout time.Duration
+}
+
+// Conn is a client connection. It is safe for concurrent use.
+type Conn struct {
+	nc    net.Conn
+	local wire.Settings
+
+	mu       sync.Mutex
+	out      []byte
+	wake     chan struct{}
+	peer     wire.Settings
+	calls    map[uint32]*Stream
+	free     ids
+	nextID   uint32
+	methods  map[string]uint32
+	sent     uint64 // CALL frames sent
+	closing  bool   // GOAWAY seen or sent: no new calls
+	err      error  // why the connection ended
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+// Dial connects to a tram server at addr (host:port).
+func Dial(ctx context.Context, addr string) (*Conn, error) {
+	return DialOptions(ctx, addr, Options{Settings: wire.DefaultSettings()})
+}
+
+// DialOptions connects with options.
+func DialOptions(ctx context.Context, addr string, o Options) (*Conn, error) {
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	d := net.Dialer{Timeout: o.DialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	return NewConn(nc, o.Settings), nil
+}
+
+// NewConn runs the protocol's client side over nc (any stream transport).
+func NewConn(nc net.Conn, settings wire.Settings) *Conn {
+	c := &Conn{
+		nc:      nc,
+		local:   settings,
+		wake:    make(chan struct{}, 1),
+		peer:    wire.DefaultSettings(),
+		calls:   map[uint32]*Stream{},
+		methods: map[string]uint32{},
+		done:    make(chan struct{}),
+	}
+	// Until the server's SETTINGS arrives, frames stay within 16 KiB.
+	c.peer.MaxFrameSize = 16 << 10
+	c.out = append(c.out, wire.Preface[:]...)
+	c.out = settings.Append(c.out)
+	c.wake <- struct{}{}
+	go c.writeLoop()
+	go c.readLoop()
+	return c
+}
+
+// Close ends the connection: calls in flight fail with UNAVAILABLE.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.err == nil {
+		c.out = wire.GoAway{Reason: wire.NoError, Message: "client closing"}.Append(c.out)
+	}
+	c.mu.Unlock()
+	c.fail(statusf(Unavailable, "connection closed by the client"))
+	return nil
+}
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended (nil while it is up).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// queue appends a frame for the writer; c.mu held.
+func (c *Conn) queue(f wire.Frame) {
+	c.out = f.Append(c.out)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) writeLoop() {
+	var spare []byte
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			// Flush what is queued (a GOAWAY), then stop.
+			c.mu.Lock()
+			buf := c.out
+			c.out = nil
+			c.mu.Unlock()
+			if len(buf) > 0 {
+				_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+				_, _ = c.nc.Write(buf)
+			}
+			_ = c.nc.Close()
+			return
+		}
+		c.mu.Lock()
+		buf := c.out
+		if len(buf) == 0 {
+			c.mu.Unlock()
+			continue
+		}
+		// Callers append to the other buffer while this one is written.
+		c.out = spare[:0]
+		c.mu.Unlock()
+		_, err := c.nc.Write(buf)
+		spare = buf
+		if err != nil {
+			c.fail(statusf(Unavailable, "write: %v", err))
+		}
+	}
+}
+
+func (c *Conn) readLoop() {
+	buf := make([]byte, 0, 64<<10)
+	preface := false
+	settings := false
+	for {
+		if len(buf) == cap(buf) {
+			bigger := make([]byte, len(buf), 2*cap(buf))
+			copy(bigger, buf)
+			buf = bigger
+		}
+		n, err := c.nc.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				c.fail(statusf(Unavailable, "the server closed the connection"))
+			} else {
+				c.fail(statusf(Unavailable, "read: %v", err))
+			}
+			return
+		}
+		at := 0
+		if !preface {
+			switch wire.CheckPreface(buf) {
+			case wire.PrefaceIncomplete:
+				continue
+			case wire.PrefaceOK:
+				preface = true
+				at = len(wire.Preface)
+			default:
+				c.protocolError("the peer does not speak tram v1")
+				return
+			}
+		}
+		for {
+			f, n, err := wire.Decode(buf[at:], c.local.MaxFrameSize)
+			if err != nil {
+				c.protocolError(err.Error())
+				return
+			}
+			if n == 0 {
+				break
+			}
+			at += n
+			if _, ok := f.(wire.Settings); ok == settings {
+				c.protocolError("SETTINGS must come first, and once")
+				return
+			}
+			settings = true
+			if !c.handle(f) {
+				return
+			}
+		}
+		// Keep the unread tail; frames handed out alias buf, so start anew.
+		rest := buf[at:]
+		buf = make([]byte, len(rest), max(cap(buf), 64<<10))
+		copy(buf, rest)
+	}
+}
+
+func (c *Conn) protocolError(why string) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.out = wire.GoAway{Reason: wire.ProtocolError, Message: why}.Append(c.out)
+	}
+	c.mu.Unlock()
+	c.fail(statusf(Internal, "protocol error: %s", why))
+}
+
+// fail ends the connection and every call on it.
+func (c *Conn) fail(st *Status) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = st
+		c.closing = true
+		for id, s := range c.calls {
+			s.finish(st)
+			delete(c.calls, id)
+		}
+	}
+	c.mu.Unlock()
+	c.doneOnce.Do(func() { close(c.done) })
+}
+
+// handle applies one frame from the server; false ends the reader.
+func (c *Conn) handle(f wire.Frame) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch f := f.(type) {
+	case wire.Settings:
+		c.peer = f
+	case wire.Message:
+		s := c.calls[f.Call]
+		if s == nil {
+			// The call was cancelled here; its messages may still arrive.
+			return true
+		}
+		s.deliver(f)
+	case wire.End:
+		if s := c.calls[f.Call]; s != nil {
+			var st *Status
+			if f.Code != 0 || f.HasMessage {
+				st = &Status{Code: Code(f.Code), Message: f.Message, Details: f.Details}
+			}
+			s.trailers = f.Trailers
+			s.serverEnd(st)
+		}
+	case wire.Credit:
+		if s := c.calls[f.Call]; s != nil {
+			s.credit += int64(f.N)
+			s.signal()
+		}
+	case wire.Ping:
+		if !f.Ack {
+			c.queue(wire.Ping{Ack: true, Payload: f.Payload})
+		}
+	case wire.GoAway:
+		c.closing = true
+		for _, s := range c.calls {
+			if s.seq > f.LastCallSeq {
+				s.finish(statusf(Unavailable, "the server is closing (GOAWAY: %s); the call was not processed", f.Message))
+			}
+		}
+		if f.Reason != wire.NoError {
+			go c.fail(statusf(Unavailable, "GOAWAY %d: %s", f.Reason, f.Message))
+			return false
+		}
+	default:
+		go c.protocolError("a server may not send this frame")
+		return false
+	}
+	return true
+}
+
+// open starts a call; c.mu held.
+func (c *Conn) open(ctx context.Context, method string, md wire.Metadata, first []byte, hasFirst, endStream bool) (*Stream, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.closing {
+		return nil, statusf(Unavailable, "the connection is closing")
+	}
+	if err := md.Validate(); err != nil {
+		return nil, statusf(Internal, "request metadata: %v", err)
+	}
+	if len(c.calls) >= int(c.peer.MaxConcurrentCalls) {
+		return nil, statusf(ResourceExhausted, "the server allows %d calls at once", c.peer.MaxConcurrentCalls)
+	}
+	if len(first) > int(c.peer.MaxFrameSize)-32 {
+		return nil, statusf(ResourceExhausted, "request of %d bytes is above the server's frame limit", len(first))
+	}
+	num, ok := c.methods[method]
+	if !ok {
+		num = uint32(len(c.methods))
+		c.methods[method] = num
+		c.queue(wire.Bind{Method: num, Name: method})
+	}
+	var id uint32
+	if c.free.Len() > 0 {
+		id = heap.Pop(&c.free).(uint32)
+	} else {
+		id = c.nextID
+		c.nextID++
+	}
+	c.sent++
+	s := newStream(c, ctx, id, c.sent)
+	s.credit = int64(c.peer.InitialCredit)
+	call := wire.Call{Call: id, Method: num, EndStream: endStream, HasMessage: hasFirst, Message: first}
+	if dl, ok := ctx.Deadline(); ok {
+		call.HasTimeout = true
+		call.TimeoutMicros = uint64(max(time.Until(dl), 0) / time.Microsecond)
+	}
+	if len(md) > 0 {
+		call.HasMetadata, call.Metadata = true, md
+	}
+	if hasFirst {
+		s.credit--
+	}
+	s.clientDone = endStream
+	c.calls[id] = s
+	c.queue(call)
+	return s, nil
+}
+
+// release frees a call's id once both directions are closed; c.mu held.
+func (c *Conn) release(s *Stream) {
+	if s.released || !s.clientDone || !s.serverDone {
+		return
+	}
+	s.released = true
+	if c.calls[s.id] == s {
+		delete(c.calls, s.id)
+	}
+	heap.Push(&c.free, s.id)
+}
+
+// ids is a min-heap of free call ids: the lowest is reused first, which
+// keeps ids (and their varints) small.
+type ids []uint32
+
+func (h ids) Len() int           { return len(h) }
+func (h ids) Less(i, j int) bool { return h[i] < h[j] }
+func (h ids) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *ids) Push(x any)        { *h = append(*h, x.(uint32)) }
+func (h *ids) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
