@@ -10,7 +10,11 @@ use tram::conn::{Listener, TcpConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_go_client_calls_the_rust_server() {
-    if std::process::Command::new("go").arg("version").output().is_err() {
+    if std::process::Command::new("go")
+        .arg("version")
+        .output()
+        .is_err()
+    {
         println!("SKIPPED: Go is not installed, so the Go client cannot be tested");
         return;
     }
