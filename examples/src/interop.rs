@@ -225,7 +225,7 @@ fn hostname() -> String {
 
 /// The interop server: `TestService` (`UnimplementedService` is left out,
 /// so calls to it get `UNIMPLEMENTED`), reflection and health, with tram's
-/// gRPC gateway on the same port.
+/// gateway (gRPC, Connect with JSON, gRPC-Web) on the same port.
 pub fn server() -> Server {
     let builder =
         Server::builder().add_service(test_service_server::TestServiceServer::new(TestService));
@@ -240,6 +240,8 @@ pub fn server() -> Server {
         tram_grpc::GatewayConfig {
             compress_responses: true,
             ..tram_grpc::GatewayConfig::default()
-        },
+        }
+        // Connect's JSON, for curl and browsers.
+        .with_descriptors(&[tram::include_file_descriptor_set!()]),
     )
 }
