@@ -184,11 +184,7 @@ func decodeCall(flags byte, r body) (Frame, error) {
 	}
 	if flags&CallMetadata != 0 {
 		f.HasMetadata = true
-		block, err := r.field()
-		if err != nil {
-			return nil, err
-		}
-		if f.Metadata, err = decodeMetadata(block); err != nil {
+		if f.Metadata, err = r.metadata(); err != nil {
 			return nil, err
 		}
 	}
@@ -209,11 +205,7 @@ func decodeMessage(flags byte, r body) (Frame, error) {
 	f.EndStream = flags&MessageEndStream != 0
 	if flags&MessageMetadata != 0 {
 		f.HasMetadata = true
-		block, err := r.field()
-		if err != nil {
-			return nil, err
-		}
-		if f.Metadata, err = decodeMetadata(block); err != nil {
+		if f.Metadata, err = r.metadata(); err != nil {
 			return nil, err
 		}
 	}
@@ -254,11 +246,7 @@ func decodeEnd(flags byte, r body) (Frame, error) {
 	}
 	if flags&EndTrailers != 0 {
 		f.HasTrailers = true
-		block, err := r.field()
-		if err != nil {
-			return nil, err
-		}
-		if f.Trailers, err = decodeMetadata(block); err != nil {
+		if f.Trailers, err = r.metadata(); err != nil {
 			return nil, err
 		}
 	}

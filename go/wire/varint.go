@@ -85,6 +85,15 @@ func (r *body) field() ([]byte, error) {
 	return f, nil
 }
 
+// metadata reads a metadata block field.
+func (r *body) metadata() (Metadata, error) {
+	block, err := r.field()
+	if err != nil {
+		return nil, err
+	}
+	return decodeMetadata(block)
+}
+
 func (r *body) rest() []byte {
 	b := r.b
 	r.b = nil
