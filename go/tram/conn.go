@@ -15,7 +15,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/tram-rpc/tram/go/wire"
@@ -31,22 +30,16 @@ type Options struct {
 
 // Conn is a client connection. It is safe for concurrent use.
 type Conn struct {
-	nc    net.Conn
-	local wire.Settings
+	link
 
-	mu       sync.Mutex
-	out      []byte
-	wake     chan struct{}
-	peer     wire.Settings
-	calls    map[uint32]*Stream
-	free     ids
-	nextID   uint32
-	methods  map[string]uint32
-	sent     uint64 // CALL frames sent
-	closing  bool   // GOAWAY seen or sent: no new calls
-	err      error  // why the connection ended
-	done     chan struct{}
-	doneOnce sync.Once
+	peer    wire.Settings
+	calls   map[uint32]*Stream
+	free    ids
+	nextID  uint32
+	methods map[string]uint32
+	sent    uint64 // CALL frames sent
+	closing bool   // GOAWAY seen or sent: no new calls
+	err     error  // why the connection ended
 }
 
 // Dial connects to a tram server at addr (host:port).
@@ -73,21 +66,29 @@ func DialOptions(ctx context.Context, addr string, o Options) (*Conn, error) {
 // NewConn runs the protocol's client side over nc (any stream transport).
 func NewConn(nc net.Conn, settings wire.Settings) *Conn {
 	c := &Conn{
-		nc:      nc,
-		local:   settings,
-		wake:    make(chan struct{}, 1),
+		link:    newLink(nc, settings),
 		peer:    wire.DefaultSettings(),
 		calls:   map[uint32]*Stream{},
 		methods: map[string]uint32{},
-		done:    make(chan struct{}),
 	}
 	// Until the server's SETTINGS arrives, frames stay within 16 KiB.
 	c.peer.MaxFrameSize = 16 << 10
 	c.out = append(c.out, wire.Preface[:]...)
 	c.out = settings.Append(c.out)
 	c.wake <- struct{}{}
-	go c.writeLoop()
-	go c.readLoop()
+	go c.writeLoop(func(err error) { c.fail(statusf(Unavailable, "write: %v", err)) })
+	go func() {
+		err := c.readLoop(c.handle)
+		var pe errProtocol
+		switch {
+		case errors.As(err, &pe):
+			c.protocolError(pe.why)
+		case errors.Is(err, io.EOF):
+			c.fail(statusf(Unavailable, "the server closed the connection"))
+		case err != nil:
+			c.fail(statusf(Unavailable, "read: %v", err))
+		}
+	}()
 	return c
 }
 
@@ -112,109 +113,6 @@ func (c *Conn) Err() error {
 	return c.err
 }
 
-// queue appends a frame for the writer; c.mu held.
-func (c *Conn) queue(f wire.Frame) {
-	c.out = f.Append(c.out)
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (c *Conn) writeLoop() {
-	var spare []byte
-	for {
-		select {
-		case <-c.wake:
-		case <-c.done:
-			// Flush what is queued (a GOAWAY), then stop.
-			c.mu.Lock()
-			buf := c.out
-			c.out = nil
-			c.mu.Unlock()
-			if len(buf) > 0 {
-				_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
-				_, _ = c.nc.Write(buf)
-			}
-			_ = c.nc.Close()
-			return
-		}
-		c.mu.Lock()
-		buf := c.out
-		if len(buf) == 0 {
-			c.mu.Unlock()
-			continue
-		}
-		// Callers append to the other buffer while this one is written.
-		c.out = spare[:0]
-		c.mu.Unlock()
-		_, err := c.nc.Write(buf)
-		spare = buf
-		if err != nil {
-			c.fail(statusf(Unavailable, "write: %v", err))
-		}
-	}
-}
-
-func (c *Conn) readLoop() {
-	buf := make([]byte, 0, 64<<10)
-	preface := false
-	settings := false
-	for {
-		if len(buf) == cap(buf) {
-			bigger := make([]byte, len(buf), 2*cap(buf))
-			copy(bigger, buf)
-			buf = bigger
-		}
-		n, err := c.nc.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				c.fail(statusf(Unavailable, "the server closed the connection"))
-			} else {
-				c.fail(statusf(Unavailable, "read: %v", err))
-			}
-			return
-		}
-		at := 0
-		if !preface {
-			switch wire.CheckPreface(buf) {
-			case wire.PrefaceIncomplete:
-				continue
-			case wire.PrefaceOK:
-				preface = true
-				at = len(wire.Preface)
-			default:
-				c.protocolError("the peer does not speak tram v1")
-				return
-			}
-		}
-		for {
-			f, n, err := wire.Decode(buf[at:], c.local.MaxFrameSize)
-			if err != nil {
-				c.protocolError(err.Error())
-				return
-			}
-			if n == 0 {
-				break
-			}
-			at += n
-			if _, ok := f.(wire.Settings); ok == settings {
-				c.protocolError("SETTINGS must come first, and once")
-				return
-			}
-			settings = true
-			if !c.handle(f) {
-				return
-			}
-		}
-		// Keep the unread tail; frames handed out alias buf, so start anew.
-		rest := buf[at:]
-		buf = make([]byte, len(rest), max(cap(buf), 64<<10))
-		copy(buf, rest)
-	}
-}
-
 func (c *Conn) protocolError(why string) {
 	c.mu.Lock()
 	if c.err == nil {
@@ -236,7 +134,7 @@ func (c *Conn) fail(st *Status) {
 		}
 	}
 	c.mu.Unlock()
-	c.doneOnce.Do(func() { close(c.done) })
+	c.end()
 }
 
 // handle applies one frame from the server; false ends the reader.

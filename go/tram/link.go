@@ -1,0 +1,146 @@
+package tram
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/tram-rpc/tram/go/wire"
+)
+
+// link is what both ends of a connection share: the socket, the batched
+// writer and the frame reader.
+//
+// Writes: frames are appended to out under mu and the writer goroutine is
+// woken; it takes everything queued since its last write and writes it in
+// one call, while callers append to the other buffer. Frames queued while a
+// write is in progress therefore share the next one, with no timer.
+type link struct {
+	nc    net.Conn
+	local wire.Settings
+
+	mu   sync.Mutex
+	out  []byte
+	wake chan struct{}
+
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+func newLink(nc net.Conn, local wire.Settings) link {
+	return link{nc: nc, local: local, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// queue appends a frame for the writer; mu held.
+func (l *link) queue(f wire.Frame) {
+	l.out = f.Append(l.out)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// end marks the link done: the writer flushes what is queued (a GOAWAY)
+// and closes the socket.
+func (l *link) end() {
+	l.doneOnce.Do(func() { close(l.done) })
+}
+
+func (l *link) writeLoop(failed func(error)) {
+	var spare []byte
+	for {
+		select {
+		case <-l.wake:
+		case <-l.done:
+			l.mu.Lock()
+			buf := l.out
+			l.out = nil
+			l.mu.Unlock()
+			if len(buf) > 0 {
+				_ = l.nc.SetWriteDeadline(time.Now().Add(time.Second))
+				_, _ = l.nc.Write(buf)
+			}
+			_ = l.nc.Close()
+			return
+		}
+		l.mu.Lock()
+		buf := l.out
+		if len(buf) == 0 {
+			l.mu.Unlock()
+			continue
+		}
+		// Callers append to the other buffer while this one is written.
+		l.out = spare[:0]
+		l.mu.Unlock()
+		_, err := l.nc.Write(buf)
+		spare = buf
+		if err != nil {
+			failed(err)
+		}
+	}
+}
+
+// errProtocol wraps a peer's protocol violation.
+type errProtocol struct{ why string }
+
+func (e errProtocol) Error() string { return "protocol error: " + e.why }
+
+// readLoop reads the peer's preface and frames and hands each frame to
+// handle (false stops reading). It returns why reading ended: io.EOF, a
+// socket error, or an errProtocol.
+func (l *link) readLoop(handle func(wire.Frame) bool) error {
+	buf := make([]byte, 0, 64<<10)
+	preface, settings := false, false
+	for {
+		if len(buf) == cap(buf) {
+			bigger := make([]byte, len(buf), 2*cap(buf))
+			copy(bigger, buf)
+			buf = bigger
+		}
+		n, err := l.nc.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return io.EOF
+			}
+			return err
+		}
+		at := 0
+		if !preface {
+			switch wire.CheckPreface(buf) {
+			case wire.PrefaceIncomplete:
+				continue
+			case wire.PrefaceOK:
+				preface = true
+				at = len(wire.Preface)
+			case wire.UnsupportedVersion:
+				return errProtocol{"unsupported protocol version"}
+			default:
+				return errProtocol{"the peer does not speak tram"}
+			}
+		}
+		for {
+			f, n, err := wire.Decode(buf[at:], l.local.MaxFrameSize)
+			if err != nil {
+				return errProtocol{err.Error()}
+			}
+			if n == 0 {
+				break
+			}
+			at += n
+			if _, ok := f.(wire.Settings); ok == settings {
+				return errProtocol{"SETTINGS must come first, and once"}
+			}
+			settings = true
+			if !handle(f) {
+				return nil
+			}
+		}
+		// Frames handed out alias buf: keep the unread tail in a new one.
+		rest := buf[at:]
+		buf = make([]byte, len(rest), max(cap(buf), 64<<10))
+		copy(buf, rest)
+	}
+}
