@@ -81,6 +81,8 @@ func NewConn(nc net.Conn, settings wire.Settings) *Conn {
 		err := c.readLoop(c.handle)
 		var pe errProtocol
 		switch {
+		case errors.As(err, &pe) && pe.silent:
+			c.fail(statusf(Unavailable, "%s", pe.why))
 		case errors.As(err, &pe):
 			c.protocolError(pe.why)
 		case errors.Is(err, io.EOF):

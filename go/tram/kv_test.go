@@ -1,111 +1,71 @@
-package tram
+package tram_test
 
-// The Go client against the Rust kv server (examples/src/kv.rs): every call
-// kind, errors, deadlines, cancellation. examples/tests/go_client.rs starts
-// the server and runs these with TRAM_KV_ADDR set; alone, they skip.
+// The Go client against a kv server: every call kind, errors, deadlines,
+// cancellation. With TRAM_KV_ADDR set (examples/tests/go_client.rs sets it
+// to the Rust kv server), against that server; otherwise against the Go
+// server (internal/kvservice) in this process.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tram-rpc/tram/go/internal/kvservice"
+	pbw "github.com/tram-rpc/tram/go/internal/pb"
+	"github.com/tram-rpc/tram/go/tram"
 	"github.com/tram-rpc/tram/go/wire"
 )
 
-// pb is a protobuf message written by hand: (field, value) pairs, values
-// string/[]byte (length-delimited) or uint64/bool (varint).
-func pb(fields ...any) []byte {
-	var b []byte
-	for i := 0; i < len(fields); i += 2 {
-		num := uint64(fields[i].(int))
-		switch v := fields[i+1].(type) {
-		case string:
-			b = wire.AppendVarint(b, num<<3|2)
-			b = wire.AppendVarint(b, uint64(len(v)))
-			b = append(b, v...)
-		case []byte:
-			b = wire.AppendVarint(b, num<<3|2)
-			b = wire.AppendVarint(b, uint64(len(v)))
-			b = append(b, v...)
-		case uint64:
-			b = wire.AppendVarint(b, num<<3)
-			b = wire.AppendVarint(b, v)
-		case bool:
-			if v {
-				b = wire.AppendVarint(b, num<<3)
-				b = append(b, 1)
-			}
-		}
-	}
-	return b
-}
+func pb(fields ...any) []byte { return pbw.Append(nil, fields...) }
 
-// fields decodes a message: field number to its values (varints as
-// uint64, length-delimited as []byte).
-func fields(t *testing.T, b []byte) map[int][]any {
+func fields(t *testing.T, b []byte) pbw.Fields {
 	t.Helper()
-	out := map[int][]any{}
-	read := func() uint64 {
-		var v uint64
-		for i := 0; ; i++ {
-			if len(b) == 0 {
-				t.Fatal("truncated protobuf")
-			}
-			c := b[0]
-			b = b[1:]
-			v |= uint64(c&0x7f) << (7 * i)
-			if c < 0x80 {
-				return v
-			}
-		}
+	f, err := pbw.Decode(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for len(b) > 0 {
-		tag := read()
-		switch tag & 7 {
-		case 0:
-			out[int(tag>>3)] = append(out[int(tag>>3)], read())
-		case 2:
-			n := read()
-			out[int(tag>>3)] = append(out[int(tag>>3)], b[:n])
-			b = b[n:]
-		default:
-			t.Fatalf("wire type %d", tag&7)
-		}
-	}
-	return out
+	return f
 }
 
-func str(m map[int][]any, f int) string {
-	if v, ok := m[f]; ok {
-		return string(v[0].([]byte))
-	}
-	return ""
-}
+func str(m pbw.Fields, f int) string { return m.String(f) }
 
-func num(m map[int][]any, f int) uint64 {
-	if v, ok := m[f]; ok {
-		return v[0].(uint64)
-	}
-	return 0
-}
+func num(m pbw.Fields, f int) uint64 { return m.Uint(f) }
 
-func kv(t *testing.T) *Conn {
+func kv(t *testing.T) *tram.Conn {
 	t.Helper()
 	addr := os.Getenv("TRAM_KV_ADDR")
 	if addr == "" {
-		t.Skip("TRAM_KV_ADDR is not set: examples/tests/go_client.rs runs this against the Rust kv server")
+		addr = goServer(t)
 	}
-	c, err := Dial(context.Background(), addr)
+	c, err := tram.Dial(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// goServer serves the kv service on the Go server, on a loopback port.
+func goServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := tram.NewServer()
+	kvservice.Register(srv)
+	go srv.Serve(l)
+	t.Cleanup(func() {
+		srv.Shutdown(context.Background())
+		l.Close()
+	})
+	return l.Addr().String()
 }
 
 func ctx(t *testing.T) context.Context {
@@ -159,17 +119,17 @@ func TestKvUnary(t *testing.T) {
 func TestKvErrors(t *testing.T) {
 	c := kv(t)
 	_, err := c.Unary(ctx(t), "/kv.Kv/Get", pb(1, ""), nil)
-	var st *Status
-	if !errors.As(err, &st) || st.Code != InvalidArgument || st.Message != "empty key" {
+	var st *tram.Status
+	if !errors.As(err, &st) || st.Code != tram.InvalidArgument || st.Message != "empty key" {
 		t.Fatalf("empty key: %v", err)
 	}
 	_, err = c.Unary(ctx(t), "/kv.Kv/Nope", nil, nil)
-	if StatusOf(err).Code != Unimplemented {
+	if tram.StatusOf(err).Code != tram.Unimplemented {
 		t.Fatalf("unknown method: %v", err)
 	}
 	// A message that does not decode as the method's type.
 	_, err = c.Unary(ctx(t), "/kv.Kv/Get", []byte{0xff, 0xff, 0xff}, nil)
-	if StatusOf(err).Code != Internal {
+	if tram.StatusOf(err).Code != tram.Internal {
 		t.Fatalf("bad message: %v", err)
 	}
 	// The connection is fine after all of that.
@@ -200,7 +160,7 @@ func TestKvServerStreamDeadlineAndCancel(t *testing.T) {
 		}
 	}
 	w.Cancel()
-	if _, err := w.Recv(); StatusOf(err).Code != Canceled {
+	if _, err := w.Recv(); tram.StatusOf(err).Code != tram.Canceled {
 		t.Fatalf("after cancel: %v", err)
 	}
 
@@ -212,7 +172,7 @@ func TestKvServerStreamDeadlineAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := q.Recv(); StatusOf(err).Code != DeadlineExceeded {
+	if _, err := q.Recv(); tram.StatusOf(err).Code != tram.DeadlineExceeded {
 		t.Fatalf("past the deadline: %v", err)
 	}
 	if time.Since(start) > 5*time.Second {
@@ -226,7 +186,7 @@ func TestKvServerStreamDeadlineAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.AfterFunc(100*time.Millisecond, cancelNow)
-	if _, err := q.Recv(); StatusOf(err).Code != Canceled {
+	if _, err := q.Recv(); tram.StatusOf(err).Code != tram.Canceled {
 		t.Fatalf("cancelled: %v", err)
 	}
 	if _, err := c.Unary(ctx(t), "/kv.Kv/Get", pb(1, "go/x"), nil); err != nil {

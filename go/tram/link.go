@@ -82,8 +82,13 @@ func (l *link) writeLoop(failed func(error)) {
 	}
 }
 
-// errProtocol wraps a peer's protocol violation.
-type errProtocol struct{ why string }
+// errProtocol wraps a peer's protocol violation: the GOAWAY reason to
+// send, or none when the peer does not speak tram at all (a bad preface).
+type errProtocol struct {
+	why    string
+	reason uint32
+	silent bool
+}
 
 func (e errProtocol) Error() string { return "protocol error: " + e.why }
 
@@ -116,22 +121,27 @@ func (l *link) readLoop(handle func(wire.Frame) bool) error {
 				preface = true
 				at = len(wire.Preface)
 			case wire.UnsupportedVersion:
-				return errProtocol{"unsupported protocol version"}
+				return errProtocol{why: "unsupported protocol version", silent: true}
 			default:
-				return errProtocol{"the peer does not speak tram"}
+				return errProtocol{why: "the peer does not speak tram", silent: true}
 			}
 		}
 		for {
 			f, n, err := wire.Decode(buf[at:], l.local.MaxFrameSize)
 			if err != nil {
-				return errProtocol{err.Error()}
+				reason := uint32(wire.ProtocolError)
+				var we *wire.Error
+				if errors.As(err, &we) && we.Kind == wire.FrameTooLarge {
+					reason = wire.FrameTooLargeR
+				}
+				return errProtocol{why: err.Error(), reason: reason}
 			}
 			if n == 0 {
 				break
 			}
 			at += n
 			if _, ok := f.(wire.Settings); ok == settings {
-				return errProtocol{"SETTINGS must come first, and once"}
+				return errProtocol{why: "SETTINGS must come first, and once", reason: wire.ProtocolError}
 			}
 			settings = true
 			if !handle(f) {
