@@ -157,9 +157,9 @@ func (c *Conn) handle(f wire.Frame) bool {
 		if s := c.calls[f.Call]; s != nil {
 			var st *Status
 			if f.Code != 0 || f.HasMessage {
-				st = &Status{Code: Code(f.Code), Message: f.Message, Details: f.Details}
+				st = &Status{Code: Code(f.Code), Message: f.Message, Details: clone(f.Details)}
 			}
-			s.trailers = f.Trailers
+			s.trailers = cloneMetadata(f.Trailers)
 			s.serverEnd(st)
 		}
 	case wire.Credit:

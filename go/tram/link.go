@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -65,6 +66,9 @@ func (l *link) writeLoop(failed func(error)) {
 			_ = l.nc.Close()
 			return
 		}
+		// Let the goroutines that are ready run first: what they queue
+		// goes out in this write instead of the next.
+		runtime.Gosched()
 		l.mu.Lock()
 		buf := l.out
 		if len(buf) == 0 {
@@ -93,7 +97,8 @@ type errProtocol struct {
 func (e errProtocol) Error() string { return "protocol error: " + e.why }
 
 // readLoop reads the peer's preface and frames and hands each frame to
-// handle (false stops reading). It returns why reading ended: io.EOF, a
+// handle (false stops reading). A frame's bytes are valid only during
+// handle: it copies what it keeps. It returns why reading ended: io.EOF, a
 // socket error, or an errProtocol.
 func (l *link) readLoop(handle func(wire.Frame) bool) error {
 	buf := make([]byte, 0, 64<<10)
@@ -148,9 +153,26 @@ func (l *link) readLoop(handle func(wire.Frame) bool) error {
 				return nil
 			}
 		}
-		// Frames handed out alias buf: keep the unread tail in a new one.
-		rest := buf[at:]
-		buf = make([]byte, len(rest), max(cap(buf), 64<<10))
-		copy(buf, rest)
+		// Frames alias buf only while handle runs (it copies what it
+		// keeps), so the buffer is reused: the unread tail moves to its
+		// start.
+		buf = buf[:copy(buf, buf[at:])]
 	}
+}
+
+// clone is a copy of b, out of the read buffer.
+func clone(b []byte) []byte {
+	return append(make([]byte, 0, len(b)), b...)
+}
+
+// cloneMetadata is a copy of md, out of the read buffer.
+func cloneMetadata(md wire.Metadata) wire.Metadata {
+	if md == nil {
+		return nil
+	}
+	out := make(wire.Metadata, len(md))
+	for i, e := range md {
+		out[i] = wire.Entry{Key: e.Key, Value: clone(e.Value)}
+	}
+	return out
 }

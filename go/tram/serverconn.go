@@ -121,7 +121,7 @@ func (c *serverConn) handle(f wire.Frame) bool {
 		}
 		call.recvCredit--
 		if !call.serverDone {
-			call.queue = append(call.queue, f.Payload)
+			call.queue = append(call.queue, clone(f.Payload))
 		}
 		if f.EndStream {
 			call.clientDone = true
@@ -188,7 +188,7 @@ func (c *serverConn) open(f wire.Call) bool {
 	call := &ServerCall{
 		c:          c,
 		id:         f.Call,
-		md:         f.Metadata,
+		md:         cloneMetadata(f.Metadata),
 		recvCredit: int64(c.local.InitialCredit),
 		sendCredit: int64(c.peer.InitialCredit),
 		clientDone: f.EndStream,
@@ -205,7 +205,7 @@ func (c *serverConn) open(f wire.Call) bool {
 	c.running++
 	if f.HasMessage {
 		call.recvCredit--
-		call.queue = append(call.queue, f.Message)
+		call.queue = append(call.queue, clone(f.Message))
 	}
 	m, known := c.srv.methods[name]
 	switch {

@@ -49,9 +49,9 @@ func (s *Stream) deliver(f wire.Message) {
 	}
 	if !s.gotHeader {
 		s.gotHeader = true
-		s.header = f.Metadata
+		s.header = cloneMetadata(f.Metadata)
 	}
-	s.queue = append(s.queue, f.Payload)
+	s.queue = append(s.queue, clone(f.Payload))
 	if f.EndStream {
 		s.serverEnd(nil)
 	}
