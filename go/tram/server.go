@@ -53,6 +53,37 @@ type Server struct {
 	mu       sync.Mutex
 	conns    map[*serverConn]struct{}
 	draining bool
+
+	// work hands a call to an idle worker goroutine. Workers outlive their
+	// calls, so a call does not start on a fresh goroutine whose stack
+	// must grow (and be copied) on every call.
+	work chan func()
+}
+
+// workerIdle is how long a worker waits for a call before it exits.
+const workerIdle = 10 * time.Second
+
+// spawn runs fn on an idle worker, or on a new one.
+func (s *Server) spawn(fn func()) {
+	select {
+	case s.work <- fn:
+	default:
+		go s.worker(fn)
+	}
+}
+
+func (s *Server) worker(fn func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		fn()
+		idle.Reset(workerIdle)
+		select {
+		case fn = <-s.work:
+		case <-idle.C:
+			return
+		}
+	}
 }
 
 // NewServer is a server with default limits.
@@ -65,7 +96,7 @@ func NewServerOptions(o ServerOptions) *Server {
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = 10 * time.Second
 	}
-	return &Server{opts: o, methods: map[string]method{}, conns: map[*serverConn]struct{}{}}
+	return &Server{opts: o, methods: map[string]method{}, conns: map[*serverConn]struct{}{}, work: make(chan func())}
 }
 
 // HandleUnary serves a unary method at path (`/package.Service/Method`).

@@ -225,7 +225,7 @@ func (c *serverConn) open(f wire.Call) bool {
 				}
 			})
 		}
-		go call.run(m)
+		c.srv.spawn(func() { call.run(m) })
 	}
 	return true
 }
