@@ -25,6 +25,10 @@ if command -v go >/dev/null 2>&1; then
     go vet ./...
     # The kv cases run against the Rust server in examples/tests/go_client.rs.
     go test -count=1 -timeout 300s ./...
+    # Code generation (google.golang.org/protobuf, from the Go proxy).
+    (cd gen && go vet ./... && go test -count=1 -timeout 300s ./...)
+    # The benchmark against grpc-go compiles (running it: go/bench's doc).
+    (cd bench && go vet ./...)
   )
 else
   echo "Go is not installed: go/ is not tested here (examples/tests/go_client.rs skips too)"

@@ -45,3 +45,18 @@ async fn the_go_client_calls_the_rust_server() {
     assert!(!stdout.contains("--- SKIP"), "no case skipped:\n{stdout}");
     assert!(stdout.matches("--- PASS").count() >= 5, "{stdout}");
 }
+
+/// The Go code generator's test input is these examples' descriptors, as
+/// tram-build writes them: the committed copy must match.
+#[test]
+fn the_go_generators_descriptors_are_current() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../go/gen/testdata/examples.binpb");
+    let committed = std::fs::read(&path).unwrap();
+    if committed != tram_examples::kv::DESCRIPTORS {
+        std::fs::write(&path, tram_examples::kv::DESCRIPTORS).unwrap();
+        panic!(
+            "go/gen/testdata/examples.binpb was stale and has been rewritten: \
+             run `go test ./... -run TestGeneratedCodeIsCurrent -update` in go/gen and commit both"
+        );
+    }
+}
