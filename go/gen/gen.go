@@ -54,7 +54,7 @@ func path(s *protogen.Service, m *protogen.Method) string {
 func service(g *protogen.GeneratedFile, s *protogen.Service) {
 	name := s.GoName
 	ctx := g.QualifiedGoIdent(contextPkg.Ident("Context"))
-	conn := g.QualifiedGoIdent(tramPkg.Ident("Conn"))
+	conn := g.QualifiedGoIdent(tramPkg.Ident("Caller"))
 	marshal := g.QualifiedGoIdent(protoPkg.Ident("Marshal"))
 	unmarshal := g.QualifiedGoIdent(protoPkg.Ident("Unmarshal"))
 
@@ -66,10 +66,10 @@ func service(g *protogen.GeneratedFile, s *protogen.Service) {
 	}
 	g.P("}")
 	g.P()
-	g.P("type ", lower(name), "Client struct{ conn *", conn, " }")
+	g.P("type ", lower(name), "Client struct{ conn ", conn, " }")
 	g.P()
-	g.P("// New", name, "Client is a client of the service on conn.")
-	g.P("func New", name, "Client(conn *", conn, ") ", name, "Client { return &", lower(name), "Client{conn} }")
+	g.P("// New", name, "Client is a client of the service over conn (a *tram.Conn, or a *tram.Client that reconnects).")
+	g.P("func New", name, "Client(conn ", conn, ") ", name, "Client { return &", lower(name), "Client{conn} }")
 	g.P()
 	for _, m := range s.Methods {
 		out := g.QualifiedGoIdent(m.Output.GoIdent)

@@ -26,6 +26,11 @@ type Options struct {
 	Settings wire.Settings
 	// DialTimeout bounds the TCP connect (default 10 s).
 	DialTimeout time.Duration
+	// KeepaliveInterval: after this long without a byte from the server,
+	// ping it; KeepaliveTimeout: close the connection if nothing arrives
+	// within this long after the ping (defaults 30 s and 10 s, as the
+	// Rust side; negative turns keepalive off).
+	KeepaliveInterval, KeepaliveTimeout time.Duration
 }
 
 // Conn is a client connection. It is safe for concurrent use.
@@ -60,7 +65,25 @@ func DialOptions(ctx context.Context, addr string, o Options) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	return NewConn(nc, o.Settings), nil
+	c := NewConn(nc, o.Settings)
+	if o.KeepaliveInterval >= 0 {
+		interval, timeout := o.KeepaliveInterval, o.KeepaliveTimeout
+		if interval == 0 {
+			interval = 30 * time.Second
+		}
+		if timeout <= 0 {
+			timeout = 10 * time.Second
+		}
+		go c.keepalive(interval, timeout, func() {
+			c.mu.Lock()
+			if c.err == nil {
+				c.out = wire.GoAway{Reason: wire.Timeout, Message: "keepalive timeout"}.Append(c.out)
+			}
+			c.mu.Unlock()
+			c.fail(statusf(Unavailable, "keepalive: no answer from the server within %v", timeout))
+		})
+	}
+	return c, nil
 }
 
 // NewConn runs the protocol's client side over nc (any stream transport).
@@ -175,7 +198,9 @@ func (c *Conn) handle(f wire.Frame) bool {
 		c.closing = true
 		for _, s := range c.calls {
 			if s.seq > f.LastCallSeq {
-				s.finish(statusf(Unavailable, "the server is closing (GOAWAY: %s); the call was not processed", f.Message))
+				st := statusf(Unavailable, "the server is closing (GOAWAY: %s); the call was not processed", f.Message)
+				st.unprocessed = true
+				s.finish(st)
 			}
 		}
 		if f.Reason != wire.NoError {
@@ -195,7 +220,9 @@ func (c *Conn) open(ctx context.Context, method string, md wire.Metadata, first 
 		return nil, c.err
 	}
 	if c.closing {
-		return nil, statusf(Unavailable, "the connection is closing")
+		st := statusf(Unavailable, "the connection is closing")
+		st.unprocessed = true
+		return nil, st
 	}
 	if err := md.Validate(); err != nil {
 		return nil, statusf(Internal, "request metadata: %v", err)
@@ -264,4 +291,11 @@ func (h *ids) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// isClosing reports whether the connection takes no new calls (GOAWAY).
+func (c *Conn) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tram-rpc/tram/go/wire"
@@ -28,6 +29,9 @@ type link struct {
 
 	done     chan struct{}
 	doneOnce sync.Once
+
+	// lastRead is when bytes last arrived (UnixNano), for keepalive.
+	lastRead atomic.Int64
 }
 
 func newLink(nc net.Conn, local wire.Settings) link {
@@ -86,6 +90,43 @@ func (l *link) writeLoop(failed func(error)) {
 	}
 }
 
+// keepalive pings the peer after interval without a byte from it, and
+// calls dead if nothing at all arrives within timeout of the ping (PROTOCOL.md
+// §8: any frame counts, so a busy peer is never cut off). It returns when
+// the link ends.
+func (l *link) keepalive(interval, timeout time.Duration, dead func()) {
+	l.lastRead.Store(time.Now().UnixNano())
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		silent := time.Since(time.Unix(0, l.lastRead.Load()))
+		if silent < interval {
+			t.Reset(interval - silent)
+			continue
+		}
+		before := l.lastRead.Load()
+		l.mu.Lock()
+		l.queue(wire.Ping{Payload: [8]byte{'k', 'e', 'e', 'p', 'a', 'l', 'v', 'e'}})
+		l.mu.Unlock()
+		t.Reset(timeout)
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		if l.lastRead.Load() == before {
+			dead()
+			return
+		}
+		t.Reset(interval)
+	}
+}
+
 // errProtocol wraps a peer's protocol violation: the GOAWAY reason to
 // send, or none when the peer does not speak tram at all (a bad preface).
 type errProtocol struct {
@@ -111,6 +152,9 @@ func (l *link) readLoop(handle func(wire.Frame) bool) error {
 		}
 		n, err := l.nc.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		if n > 0 {
+			l.lastRead.Store(time.Now().UnixNano())
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return io.EOF

@@ -42,6 +42,11 @@ type ServerOptions struct {
 	// HandshakeTimeout: a connection whose preface and SETTINGS have not
 	// arrived by then is closed (default 10 s).
 	HandshakeTimeout time.Duration
+	// KeepaliveInterval and KeepaliveTimeout: ping a client silent for
+	// the interval, close its connection (GOAWAY TIMEOUT) if nothing
+	// arrives within the timeout after (defaults 30 s and 10 s; a negative
+	// interval turns keepalive off).
+	KeepaliveInterval, KeepaliveTimeout time.Duration
 }
 
 // Server serves tram calls with Go handlers. Register every method before
@@ -95,6 +100,12 @@ func NewServer() *Server {
 func NewServerOptions(o ServerOptions) *Server {
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.KeepaliveInterval == 0 {
+		o.KeepaliveInterval = 30 * time.Second
+	}
+	if o.KeepaliveTimeout <= 0 {
+		o.KeepaliveTimeout = 10 * time.Second
 	}
 	return &Server{opts: o, methods: map[string]method{}, conns: map[*serverConn]struct{}{}, work: make(chan func())}
 }
@@ -161,6 +172,12 @@ func (s *Server) ServeConn(nc net.Conn) {
 	c.out = s.opts.Settings.Append(c.out)
 	c.wake <- struct{}{}
 	go c.writeLoop(func(error) { c.close() })
+	if s.opts.KeepaliveInterval > 0 {
+		go c.keepalive(s.opts.KeepaliveInterval, s.opts.KeepaliveTimeout, func() {
+			c.goAway(wire.Timeout, "keepalive timeout")
+			c.close()
+		})
+	}
 	handshake := time.AfterFunc(s.opts.HandshakeTimeout, func() {
 		c.mu.Lock()
 		late := !c.ready

@@ -433,7 +433,13 @@ func (s *ServerCall) run(m method) {
 	}()
 	var st *Status
 	if err != nil {
-		if !errors.As(err, &st) {
+		switch {
+		case errors.As(err, &st):
+		case errors.Is(err, context.DeadlineExceeded):
+			st = statusf(DeadlineExceeded, "deadline exceeded")
+		case errors.Is(err, context.Canceled):
+			st = statusf(Canceled, "%v", err)
+		default:
 			st = &Status{Code: Unknown, Message: err.Error()}
 		}
 		resp = nil

@@ -50,7 +50,14 @@ type Status struct {
 	Message  string
 	Details  []byte
 	Trailers wire.Metadata
+	// unprocessed: the call never reached a handler (refused by a GOAWAY
+	// or a closing connection), so it is safe to send again.
+	unprocessed bool
 }
+
+// Unprocessed reports whether the call failed before any server
+// processed it: safe to retry whatever the method does.
+func (s *Status) Unprocessed() bool { return s.unprocessed }
 
 func (s *Status) Error() string {
 	if s.Message == "" {

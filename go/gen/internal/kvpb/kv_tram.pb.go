@@ -27,10 +27,10 @@ type KvClient interface {
 	Session(ctx context.Context) (Kv_SessionClient, error)
 }
 
-type kvClient struct{ conn *tram.Conn }
+type kvClient struct{ conn tram.Caller }
 
-// NewKvClient is a client of the service on conn.
-func NewKvClient(conn *tram.Conn) KvClient { return &kvClient{conn} }
+// NewKvClient is a client of the service over conn (a *tram.Conn, or a *tram.Client that reconnects).
+func NewKvClient(conn tram.Caller) KvClient { return &kvClient{conn} }
 
 func (c *kvClient) Get(ctx context.Context, in *GetRequest) (*GetResponse, error) {
 	req, err := proto.Marshal(in)
