@@ -35,7 +35,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-const path = "/bench.Echo/Say"
+const (
+	path       = "/bench.Echo/Say"
+	streamPath = "/bench.Echo/Stream"
+)
 
 // rawCodec passes messages through as bytes, as tram does: neither side
 // decodes the echo.
@@ -68,6 +71,17 @@ func serve(system string) {
 		srv.HandleUnary(path, func(ctx context.Context, req []byte, md wire.Metadata) ([]byte, error) {
 			return req, nil
 		})
+		srv.HandleStream(streamPath, tram.ServerStreaming, func(ctx context.Context, call *tram.ServerCall) error {
+			if _, err := call.Recv(); err != nil {
+				return err
+			}
+			msg := []byte{0x08, 0x2a} // an int32 field
+			for {
+				if err := call.Send(msg); err != nil {
+					return nil
+				}
+			}
+		})
 		log.Fatal(srv.Serve(l))
 	case "grpc-go":
 		//lint:ignore SA1019 the raw codec keeps the comparison to framing and transport
@@ -83,6 +97,22 @@ func serve(system string) {
 						return nil, err
 					}
 					return &b, nil
+				},
+			}},
+			Streams: []grpc.StreamDesc{{
+				StreamName:    "Stream",
+				ServerStreams: true,
+				Handler: func(_ any, stream grpc.ServerStream) error {
+					var req []byte
+					if err := stream.RecvMsg(&req); err != nil {
+						return err
+					}
+					msg := []byte{0x08, 0x2a}
+					for {
+						if err := stream.SendMsg(&msg); err != nil {
+							return nil
+						}
+					}
 				},
 			}},
 		}, struct{}{})
@@ -242,6 +272,66 @@ func profile(name string) func() {
 	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
+// measureStream reads a server stream of 2-byte messages (an int32 field)
+// for secs: messages per second on one connection.
+func measureStream(system string, srv server, warm, secs time.Duration) float64 {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var recv func() error
+	switch system {
+	case "go-tram":
+		conn, err := tram.Dial(ctx, srv.addr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer conn.Close()
+		st, err := conn.ServerStream(ctx, streamPath, nil, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		recv = func() error { _, err := st.Recv(); return err }
+	default:
+		cc, err := grpc.NewClient("passthrough:///"+srv.addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer cc.Close()
+		st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, streamPath)
+		if err != nil {
+			log.Fatal(err)
+		}
+		req := []byte{}
+		if err := st.SendMsg(&req); err != nil {
+			log.Fatal(err)
+		}
+		_ = st.CloseSend()
+		recv = func() error { var m []byte; return st.RecvMsg(&m) }
+	}
+	end := time.Now().Add(warm)
+	for time.Now().Before(end) {
+		if err := recv(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	n := 0
+	start := time.Now()
+	end = start.Add(secs)
+	for {
+		for i := 0; i < 1024; i++ {
+			if err := recv(); err != nil {
+				log.Fatal(err)
+			}
+		}
+		n += 1024
+		if !time.Now().Before(end) {
+			break
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
@@ -255,6 +345,7 @@ func main() {
 	secs := flag.Float64("secs", 2, "seconds measured per system per round")
 	size := flag.Int("payload", 16, "payload bytes")
 	out := flag.String("json", "", "write the samples here")
+	stream := flag.Bool("stream", false, "also measure a server stream's messages/s")
 	flag.Parse()
 	if *serveFlag != "" {
 		serve(*serveFlag)
@@ -312,6 +403,19 @@ func main() {
 		m := median(ratios)
 		sort.Float64s(ratios)
 		fmt.Printf("\ngo-tram / grpc-go: %.2fx (%.2f–%.2fx per round)\n", m, ratios[0], ratios[len(ratios)-1])
+	}
+	if *stream {
+		fmt.Printf("\nserver stream of 2-byte messages, one connection (messages/s):\n\n| system | median | range |\n|---|---|---|\n")
+		for _, s := range systems {
+			var rates []float64
+			for r := 0; r < *rounds; r++ {
+				rates = append(rates, measureStream(s, servers[s], 500*time.Millisecond, time.Duration(*secs*float64(time.Second))))
+			}
+			m := median(rates)
+			sort.Float64s(rates)
+			fmt.Printf("| %s | %.2fM | %.2fM–%.2fM |\n", s, m/1e6, rates[0]/1e6, rates[len(rates)-1]/1e6)
+			all = append(all, sample{System: s + "-stream", CallsPerS: m})
+		}
 	}
 	if *out != "" {
 		b, _ := json.MarshalIndent(all, "", " ")

@@ -290,8 +290,8 @@ type ServerCall struct {
 	stop       context.CancelFunc
 	md         wire.Metadata
 	queue      [][]byte
-	recvCredit int64 // messages the client may still send
-	consumed   uint32
+	recvCredit int64  // messages the client may still send
+	window     window // credit returned to the client
 	sendCredit int64
 	header     wire.Metadata
 	headerSent bool
@@ -346,11 +346,9 @@ func (s *ServerCall) Recv() ([]byte, error) {
 			m := s.queue[0]
 			s.queue[0] = nil
 			s.queue = s.queue[1:]
-			s.consumed++
-			if !s.clientDone && s.consumed >= max(c.local.InitialCredit/2, 1) {
-				c.queue(wire.Credit{Call: s.id, N: s.consumed})
-				s.recvCredit += int64(s.consumed)
-				s.consumed = 0
+			if n := s.window.consume(len(m), c.local.InitialCredit); n > 0 && !s.clientDone {
+				c.queue(wire.Credit{Call: s.id, N: n})
+				s.recvCredit += int64(n)
 			}
 			c.mu.Unlock()
 			return m, nil

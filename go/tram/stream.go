@@ -17,7 +17,7 @@ type Stream struct {
 	seq        uint64
 	credit     int64 // messages this side may still send
 	queue      [][]byte
-	consumed   uint32 // messages received since credit was last returned
+	window     window // credit returned to the server
 	header     wire.Metadata
 	gotHeader  bool
 	trailers   wire.Metadata
@@ -169,11 +169,8 @@ func (s *Stream) Recv() ([]byte, error) {
 			m := s.queue[0]
 			s.queue[0] = nil
 			s.queue = s.queue[1:]
-			s.consumed++
-			// Return credit each time half the window is used.
-			if !s.serverDone && s.consumed >= max(c.local.InitialCredit/2, 1) {
-				c.queue(wire.Credit{Call: s.id, N: s.consumed})
-				s.consumed = 0
+			if n := s.window.consume(len(m), c.local.InitialCredit); n > 0 && !s.serverDone {
+				c.queue(wire.Credit{Call: s.id, N: n})
 			}
 			c.mu.Unlock()
 			return m, nil
