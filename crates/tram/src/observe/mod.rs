@@ -60,6 +60,8 @@ mod introspect;
 pub(crate) mod limit;
 mod metrics;
 mod observers;
+#[cfg(feature = "opentelemetry")]
+mod otel;
 pub(crate) mod trace;
 
 use std::net::SocketAddr;

@@ -305,13 +305,26 @@ impl Observed {
         started: Instant,
     ) -> Box<Observed> {
         let side = observers.side;
-        let trace = match side {
-            Side::Server if !metadata.is_empty() => {
-                TraceContext::from_metadata(metadata).map(|c| c.child())
-            }
+        let incoming = match side {
+            Side::Server if !metadata.is_empty() => TraceContext::from_metadata(metadata),
             _ => None,
         };
+        #[allow(unused_mut)]
+        let mut trace = incoming.as_ref().map(TraceContext::child);
         let span = call_span(side, method.system, &method.name, trace.as_ref());
+        #[cfg(feature = "opentelemetry")]
+        if !span.is_disabled() {
+            if let Some(parent) = &incoming {
+                super::otel::set_remote_parent(&span, parent);
+            }
+            // The handler's calls continue from this span, as
+            // OpenTelemetry knows it.
+            if side == Side::Server {
+                if let Some(own) = super::otel::span_trace(&span) {
+                    trace = Some(own);
+                }
+            }
+        }
         if let Some(m) = &method.metrics {
             m.start();
         }
@@ -333,6 +346,16 @@ impl Observed {
             trace,
             ended: false,
         })
+    }
+
+    /// The call span's OpenTelemetry context, if an OpenTelemetry layer
+    /// records it.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn otel_trace(&self) -> Option<TraceContext> {
+        if self.span.is_disabled() {
+            return None;
+        }
+        super::otel::span_trace(&self.span)
     }
 
     /// A request message of `len` bytes went out or came in.

@@ -129,6 +129,35 @@ impl TraceContext {
         self.flags & 1 == 1
     }
 
+    /// A context from its ids (trace, span, flags), no trace state.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn from_ids(trace_id: [u8; 16], span_id: [u8; 8], flags: u8) -> TraceContext {
+        TraceContext {
+            trace_id,
+            span_id,
+            flags,
+            state: None,
+        }
+    }
+
+    /// The trace id, span id and flags.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn ids(&self) -> ([u8; 16], [u8; 8], u8) {
+        (self.trace_id, self.span_id, self.flags)
+    }
+
+    /// `metadata` with this context itself as the `traceparent` (the span
+    /// named is the server call's parent); unchanged if it has one.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn inject_as_parent(&self, metadata: Metadata) -> Metadata {
+        if metadata.get(TRACEPARENT).is_some() {
+            return metadata;
+        }
+        let mut b = metadata.to_builder();
+        let _ = b.ascii(TRACEPARENT, &self.traceparent());
+        b.build()
+    }
+
     /// A child: the same trace, a new span id.
     pub fn child(&self) -> TraceContext {
         TraceContext {
@@ -212,6 +241,23 @@ pub(crate) fn propagate(metadata: Metadata) -> Metadata {
         Some(ctx) => ctx.inject(metadata),
         None => metadata,
     }
+}
+
+/// Metadata for a client call whose observation is `observed`: with the
+/// call span's OpenTelemetry context as the parent, when there is one
+/// (feature `opentelemetry`), else as [`propagate`].
+#[inline]
+pub(crate) fn propagate_for(
+    metadata: Metadata,
+    observed: Option<&super::observers::Observed>,
+) -> Metadata {
+    #[cfg(feature = "opentelemetry")]
+    if let Some(t) = observed.and_then(|o| o.otel_trace()) {
+        return t.inject_as_parent(metadata);
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    let _ = observed;
+    propagate(metadata)
 }
 
 /// `fut`, run with `ctx` current (if any) whenever it is polled.

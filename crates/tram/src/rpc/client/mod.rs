@@ -98,7 +98,6 @@ impl Channel {
     /// A call of `path` starts: its metadata, with the current trace
     /// context if there is one, and its observation if anything watches.
     fn observe_call(&self, path: &str, metadata: Metadata) -> (Metadata, Option<Box<Observed>>) {
-        let metadata = trace::propagate(metadata);
         let observers = &self.pool.config.observers;
         let observed = observe(
             observers,
@@ -107,7 +106,10 @@ impl Channel {
             &metadata,
             None,
         );
-        (metadata, observed)
+        (
+            trace::propagate_for(metadata, observed.as_deref()),
+            observed,
+        )
     }
 
     /// A unary call.

@@ -168,10 +168,6 @@ fn observe_request<Req: prost::Message>(
     path: &str,
     mut request: Request<Req>,
 ) -> (Request<Req>, Option<Box<Observed>>) {
-    if let Some(ctx) = TraceContext::current() {
-        let metadata = ctx.inject(request.metadata().clone());
-        request = request.with_metadata(metadata);
-    }
     let observers = &channel.pool.config.observers;
     let observed = observers.watching().then(|| {
         let method = observers.method(TRAM, path);
@@ -179,6 +175,15 @@ fn observe_request<Req: prost::Message>(
         o.request_message(request.get_ref().encoded_len());
         o
     });
+    #[cfg(feature = "opentelemetry")]
+    if let Some(t) = observed.as_deref().and_then(Observed::otel_trace) {
+        let metadata = t.inject_as_parent(request.metadata().clone());
+        return (request.with_metadata(metadata), observed);
+    }
+    if let Some(ctx) = TraceContext::current() {
+        let metadata = ctx.inject(request.metadata().clone());
+        request = request.with_metadata(metadata);
+    }
     (request, observed)
 }
 
