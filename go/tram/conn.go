@@ -162,10 +162,9 @@ func (c *Conn) fail(st *Status) {
 	c.end()
 }
 
-// handle applies one frame from the server; false ends the reader.
+// handle applies one frame from the server (mu held); false ends the
+// reader.
 func (c *Conn) handle(f wire.Frame) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	switch f := f.(type) {
 	case wire.Settings:
 		c.peer = f

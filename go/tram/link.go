@@ -138,8 +138,8 @@ type errProtocol struct {
 func (e errProtocol) Error() string { return "protocol error: " + e.why }
 
 // readLoop reads the peer's preface and frames and hands each frame to
-// handle (false stops reading). A frame's bytes are valid only during
-// handle: it copies what it keeps. It returns why reading ended: io.EOF, a
+// handle (false stops reading), with mu held. A frame's bytes are valid
+// only during handle: it copies what it keeps. It returns why reading ended: io.EOF, a
 // socket error, or an errProtocol.
 func (l *link) readLoop(handle func(wire.Frame) bool) error {
 	buf := make([]byte, 0, 64<<10)
@@ -175,32 +175,45 @@ func (l *link) readLoop(handle func(wire.Frame) bool) error {
 				return errProtocol{why: "the peer does not speak tram", silent: true}
 			}
 		}
-		for {
-			f, n, err := wire.Decode(buf[at:], l.local.MaxFrameSize)
-			if err != nil {
-				reason := uint32(wire.ProtocolError)
-				var we *wire.Error
-				if errors.As(err, &we) && we.Kind == wire.FrameTooLarge {
-					reason = wire.FrameTooLargeR
-				}
-				return errProtocol{why: err.Error(), reason: reason}
-			}
-			if n == 0 {
-				break
-			}
-			at += n
-			if _, ok := f.(wire.Settings); ok == settings {
-				return errProtocol{why: "SETTINGS must come first, and once", reason: wire.ProtocolError}
-			}
-			settings = true
-			if !handle(f) {
-				return nil
-			}
+		// The frames of one read are handled under one lock.
+		err = l.handleAll(buf, &at, &settings, handle)
+		if err != nil || at < 0 {
+			return err
 		}
 		// Frames alias buf only while handle runs (it copies what it
 		// keeps), so the buffer is reused: the unread tail moves to its
 		// start.
 		buf = buf[:copy(buf, buf[at:])]
+	}
+}
+
+// handleAll hands each whole frame in buf (from *at) to handle, with mu
+// held; *at = -1 when handle asked to stop.
+func (l *link) handleAll(buf []byte, at *int, settings *bool, handle func(wire.Frame) bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		f, n, err := wire.Decode(buf[*at:], l.local.MaxFrameSize)
+		if err != nil {
+			reason := uint32(wire.ProtocolError)
+			var we *wire.Error
+			if errors.As(err, &we) && we.Kind == wire.FrameTooLarge {
+				reason = wire.FrameTooLargeR
+			}
+			return errProtocol{why: err.Error(), reason: reason}
+		}
+		if n == 0 {
+			return nil
+		}
+		*at += n
+		if _, ok := f.(wire.Settings); ok == *settings {
+			return errProtocol{why: "SETTINGS must come first, and once", reason: wire.ProtocolError}
+		}
+		*settings = true
+		if !handle(f) {
+			*at = -1
+			return nil
+		}
 	}
 }
 

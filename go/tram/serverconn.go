@@ -85,10 +85,9 @@ func (c *serverConn) violation(format string, args ...any) bool {
 	return false
 }
 
-// handle applies one frame from the client; false ends the connection.
+// handle applies one frame from the client (mu held); false ends the
+// connection.
 func (c *serverConn) handle(f wire.Frame) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	switch f := f.(type) {
 	case wire.Settings:
 		c.peer = f
