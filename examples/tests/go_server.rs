@@ -4,11 +4,14 @@
 //! connection. Skipped, saying why, where Go is not installed.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use bytes::Bytes;
+use support::{set, within};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tram::gateway::RawMessage;
 use tram::{Channel, Code, Request};
@@ -51,19 +54,6 @@ async fn go_server() -> Option<(String, tokio::process::Child)> {
         .unwrap();
     let port = line.trim().strip_prefix("PORT ").unwrap().to_owned();
     Some((format!("127.0.0.1:{port}"), child))
-}
-
-async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(10), fut)
-        .await
-        .unwrap_or_else(|_| panic!("timed out: {what}"))
-}
-
-fn set(key: &str, value: &str) -> kv::SetRequest {
-    kv::SetRequest {
-        key: key.into(),
-        value: Bytes::from(value.to_owned()),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

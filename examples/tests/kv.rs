@@ -1,9 +1,12 @@
 //! The generated kv service, all four call kinds, over real loopback TCP.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::time::Duration;
 
 use bytes::Bytes;
+use support::{set, within};
 use tram::conn::{Listener, TcpConfig};
 use tram::{Code, Request, Server};
 use tram_examples::kv::KvStore;
@@ -19,19 +22,6 @@ async fn start() -> KvClient {
         .build();
     tokio::spawn(server.serve_listener(listener, std::future::pending()));
     KvClient::connect_lazy(addr.to_string())
-}
-
-async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(10), fut)
-        .await
-        .unwrap_or_else(|_| panic!("timed out: {what}"))
-}
-
-fn set(key: &str, value: &str) -> kv::SetRequest {
-    kv::SetRequest {
-        key: key.into(),
-        value: Bytes::from(value.to_owned()),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -56,15 +56,12 @@ impl Call {
         {
             return web::h2::serve(&self.web, request, respond, self.peer, &self.channel).await;
         }
+        // gRPC-Web's types also start so; they went to `web` above.
+        let grpc = content_type.is_some_and(|ct| ct.starts_with("application/grpc"));
         let (parts, body) = request.into_parts();
         if parts.method != http::Method::POST {
             return http_error(&mut respond, StatusCode::METHOD_NOT_ALLOWED);
         }
-        let grpc = parts
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("application/grpc"));
         if !grpc {
             return http_error(&mut respond, StatusCode::UNSUPPORTED_MEDIA_TYPE);
         }

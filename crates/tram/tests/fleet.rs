@@ -176,6 +176,19 @@ fn failures(results: &[Result<Job, Status>]) -> Vec<&Status> {
     results.iter().filter_map(|r| r.as_ref().err()).collect()
 }
 
+/// Runs `n` calls, `c` at a time, with none failing: how many each member
+/// served.
+async fn shares(channel: &Channel, members: &[Member], n: u64, c: u64) -> Vec<u64> {
+    let before: Vec<u64> = members.iter().map(Member::calls).collect();
+    let results = within(60, "the load", load(channel, n, c, false)).await;
+    assert!(failures(&results).is_empty());
+    members
+        .iter()
+        .zip(&before)
+        .map(|(m, b)| m.calls() - b)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_spreads_evenly_over_equal_servers() {
     let _serial = SERIAL.lock().await;
@@ -197,14 +210,7 @@ async fn load_spreads_evenly_over_equal_servers() {
     // of even (each within 25%).
     let mut windows = Vec::new();
     for _ in 0..3 {
-        let before: Vec<u64> = members.iter().map(Member::calls).collect();
-        let results = within(60, "the load", load(&channel, 8000, 32, false)).await;
-        assert!(failures(&results).is_empty());
-        let shares: Vec<u64> = members
-            .iter()
-            .zip(&before)
-            .map(|(m, b)| m.calls() - b)
-            .collect();
+        let shares = shares(&channel, &members, 8000, 32).await;
         assert!(
             shares.iter().all(|s| (1500..=2500).contains(s)),
             "uneven beyond any noise: {shares:?}"
@@ -236,14 +242,7 @@ async fn a_slow_server_gets_a_small_share() {
     // the slow server takes under 15% (a third is even), each under 25%.
     let mut windows = Vec::new();
     for _ in 0..3 {
-        let before: Vec<u64> = members.iter().map(Member::calls).collect();
-        let results = within(60, "the load", load(&channel, 3000, 24, false)).await;
-        assert!(failures(&results).is_empty());
-        let shares: Vec<u64> = members
-            .iter()
-            .zip(&before)
-            .map(|(m, b)| m.calls() - b)
-            .collect();
+        let shares = shares(&channel, &members, 3000, 24).await;
         let (slow, total) = (shares[0], shares.iter().sum::<u64>());
         assert!(
             slow * 100 < total * 25,
