@@ -240,22 +240,64 @@ impl MessageRun {
         Some(payload)
     }
 
-    /// Hands the next message's payload to `f` as a [`Buf`] limited to it
-    /// (taking it from the run), without making a `Bytes` of it first: a
-    /// decoder that copies out what it keeps, or slices the run for a
-    /// `Bytes` field, costs no reference count for the message itself.
+    /// Hands the next message's payload to `f` as a [`Buf`] over exactly
+    /// its bytes (taking it from the run), without making a `Bytes` of it
+    /// first: a decoder that copies out what it keeps, or slices the run
+    /// for a `Bytes` field, costs no reference count for the message
+    /// itself.
     #[inline]
-    pub fn next_with<T>(
-        &mut self,
-        f: impl FnOnce(&mut bytes::buf::Take<&mut Bytes>) -> T,
-    ) -> Option<T> {
+    pub fn next_with<T>(&mut self, f: impl FnOnce(&mut Payload<'_>) -> T) -> Option<T> {
         let len = self.advance_to_payload()?;
-        let mut payload = Buf::take(&mut self.frames, len);
-        let out = f(&mut payload);
+        let out = {
+            let mut payload = Payload {
+                rest: &self.frames[..len],
+                run: &self.frames,
+            };
+            f(&mut payload)
+        };
         // Whatever `f` left unread of the payload is skipped.
-        let rest = payload.remaining();
-        self.frames.advance(rest);
+        self.frames.advance(len);
         Some(out)
+    }
+}
+
+/// One message's payload inside a [`MessageRun`], as a [`Buf`]: a plain
+/// slice, which keeps a decoder's position in a register (a
+/// `Take<&mut Bytes>` reads and writes it through two references per
+/// byte), and whose [`Buf::copy_to_bytes`] slices the run instead of
+/// copying.
+#[derive(Debug)]
+pub struct Payload<'a> {
+    /// What is left of the payload.
+    rest: &'a [u8],
+    /// The run's bytes, which `rest` lies in.
+    run: &'a Bytes,
+}
+
+impl Buf for Payload<'_> {
+    #[inline]
+    fn remaining(&self) -> usize {
+        self.rest.len()
+    }
+
+    #[inline]
+    fn chunk(&self) -> &[u8] {
+        self.rest
+    }
+
+    #[inline]
+    fn advance(&mut self, cnt: usize) {
+        self.rest = &self.rest[cnt..];
+    }
+
+    #[inline]
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        let (taken, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        if taken.is_empty() {
+            return Bytes::new();
+        }
+        self.run.slice_ref(taken)
     }
 }
 
@@ -387,6 +429,32 @@ mod tests {
         varint::put(&mut b, body.len() as u64);
         b.extend_from_slice(&body);
         b
+    }
+
+    /// A message's payload handed to a decoder: read in part (the rest is
+    /// skipped), and sliced out of the run without a copy.
+    #[test]
+    fn payloads_of_a_run_are_slices_and_unread_bytes_are_skipped() {
+        let mut src = raw(FrameType::Message, 0, &[7], b"hello world");
+        src.extend_from_slice(&raw(FrameType::Message, 0, &[7], b"second"));
+        let mut run = FrameDecoder::new(1 << 20).decode_run(&mut src).unwrap();
+        assert_eq!(run.len(), 2);
+        let head = run.next_with(|p| {
+            assert_eq!(p.remaining(), 11);
+            p.copy_to_bytes(5)
+        });
+        let head = head.unwrap();
+        assert_eq!(&head[..], b"hello");
+        let whole = run.next_with(|p| {
+            let rest = p.chunk().as_ptr();
+            let b = p.copy_to_bytes(p.remaining());
+            assert_eq!(b.as_ptr(), rest, "a slice of the run, not a copy");
+            assert_eq!(p.remaining(), 0);
+            assert!(p.copy_to_bytes(0).is_empty());
+            b
+        });
+        assert_eq!(&whole.unwrap()[..], b"second");
+        assert_eq!(run.next_with(|p| p.remaining()), None);
     }
 
     proptest! {

@@ -55,7 +55,7 @@ mod settings;
 pub mod varint;
 
 pub use code::{Code, Reason};
-pub use decode::{FrameDecoder, Header, MessageRun, decode_exact};
+pub use decode::{FrameDecoder, Header, MessageRun, Payload, decode_exact};
 pub use error::Error;
 pub use frame::{
     Bind, Call, CallId, Cancel, Credit, End, Frame, FrameType, GoAway, MAX_HEADER_LEN, Message,

@@ -241,8 +241,6 @@ async fn read_loop(
         }
         conn.received
             .store(inbound.bytes_received(), Ordering::Relaxed);
-        conn.received
-            .store(inbound.bytes_received(), Ordering::Relaxed);
         if observers.counts_bytes() {
             let (now_received, now_sent) = (inbound.bytes_received(), conn.out.bytes_written());
             observers.transferred(now_received - reported_in, now_sent - reported_out);
