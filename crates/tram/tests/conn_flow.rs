@@ -382,3 +382,85 @@ async fn cork_holds_writes_until_the_last_guard_drops() {
     let expected: Vec<u8> = (0..10u8).flat_map(|i| [0, 0, 0, 1, i]).collect();
     assert_eq!(got, expected);
 }
+
+/// A write half that counts the writes it is given.
+struct CountingWrite {
+    writes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    bytes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl tokio::io::AsyncWrite for CountingWrite {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.writes.fetch_add(1, Relaxed);
+        self.bytes.fetch_add(buf.len(), Relaxed);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// With inline writes off, messages sent by tasks that are runnable
+/// together go out in one write: the writer task lets them all run before
+/// it writes (on a multi-thread runtime the tasks spread over the workers
+/// and the count of writes depends on timing).
+async fn senders_runnable_together_share_a_write() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let (writes, bytes) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let write = CountingWrite {
+        writes: writes.clone(),
+        bytes: bytes.clone(),
+    };
+    let codec = LengthDelimited::new();
+    let config = Config::default().inline_writes(false);
+    let (_inbound, sender) =
+        Connection::from_parts(tokio::io::empty(), write, codec, codec, config).into_split();
+    let gate = Arc::new(tokio::sync::Barrier::new(33));
+    let tasks: Vec<_> = (0..32u8)
+        .map(|i| {
+            let (sender, gate) = (sender.clone(), gate.clone());
+            tokio::spawn(async move {
+                gate.wait().await;
+                sender.send([i]).await.unwrap();
+            })
+        })
+        .collect();
+    gate.wait().await;
+    for t in tasks {
+        within(5, "sender", t).await.unwrap();
+    }
+    within(5, "everything written", async {
+        while bytes.load(Relaxed) < 32 * 5 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert_eq!(bytes.load(Relaxed), 32 * 5);
+    assert_eq!(
+        writes.load(Relaxed),
+        1,
+        "32 messages queued together, in one write"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn senders_runnable_together_share_a_write_on_a_current_thread_runtime() {
+    senders_runnable_together_share_a_write().await;
+}

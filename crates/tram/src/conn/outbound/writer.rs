@@ -150,8 +150,10 @@ async fn write_loop<E>(shared: Arc<Shared<E>>) -> Result<(), Error> {
 }
 
 async fn write_until_done<E>(shared: &Shared<E>) -> Result<(), Error> {
+    let current_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
     loop {
-        let mut pipe = match next_batch(shared).await {
+        let mut pipe = match next_batch(shared, current_thread).await {
             Some(pipe) => pipe,
             None => return Ok(()),
         };
@@ -182,8 +184,9 @@ async fn write_until_done<E>(shared: &Shared<E>) -> Result<(), Error> {
 
 /// Waits until there is something to write and the pipe is free; returns
 /// the pipe holding the batch (empty when it is time to shut down), or
-/// `None` when the connection closed meanwhile.
-async fn next_batch<E>(shared: &Shared<E>) -> Option<Pipe> {
+/// `None` when the connection closed meanwhile. `current_thread`: the
+/// writer runs on a current-thread runtime.
+async fn next_batch<E>(shared: &Shared<E>, current_thread: bool) -> Option<Pipe> {
     // Under Immediate, the writer lets the tasks runnable when it woke run
     // first (one yield), so that everything they queue goes in this batch.
     let mut yielded = shared.policy != FlushPolicy::Immediate;
@@ -244,7 +247,7 @@ async fn next_batch<E>(shared: &Shared<E>) -> Option<Pipe> {
         match wait {
             Wait::Yield => {
                 yielded = true;
-                tokio::task::yield_now().await;
+                let_others_run(current_thread).await;
             }
             Wait::For(WriteDue::At(t)) => {
                 let _ = tokio::time::timeout_at(t, notified).await;
@@ -252,4 +255,26 @@ async fn next_batch<E>(shared: &Shared<E>) -> Option<Pipe> {
             Wait::For(_) => notified.await,
         }
     }
+}
+
+/// Lets the tasks runnable now run before this one goes on.
+///
+/// On a current-thread runtime, a task that wakes itself goes to the back
+/// of the run queue, which is all that is wanted: `yield_now` would also
+/// have the runtime poll its I/O driver first, an `epoll_wait` per batch.
+/// On a multi-thread runtime a self-wake lands in the worker's LIFO slot
+/// and runs at once, so there it is `yield_now`.
+async fn let_others_run(current_thread: bool) {
+    if !current_thread {
+        return tokio::task::yield_now().await;
+    }
+    let mut woken = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut woken, true) {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+    .await;
 }
