@@ -22,6 +22,9 @@ pub(crate) enum EncodeError {
     /// The peer accepts no more method bindings on this connection.
     #[error("the peer accepts at most {0} methods per connection")]
     TooManyMethods(u32),
+    /// The server said GOAWAY: no new call may open on this connection.
+    #[error("the server is going away: no new calls on this connection")]
+    GoingAway,
 }
 
 /// The encoder of one side of an RPC connection. It lives under the
@@ -39,6 +42,8 @@ pub(crate) struct RpcEncoder {
     last: u32,
     /// The peer's limits, defaults until its SETTINGS arrives.
     peer: Settings,
+    /// The server said GOAWAY (client side): CALL frames are refused.
+    going_away: bool,
 }
 
 impl RpcEncoder {
@@ -53,7 +58,18 @@ impl RpcEncoder {
                 max_frame_size: tram_wire::MIN_MAX_FRAME_SIZE,
                 ..Settings::DEFAULT
             },
+            going_away: false,
         }
+    }
+
+    /// Refuses every CALL from now on (the server said GOAWAY). Set by the
+    /// reader as it handles the GOAWAY, under the queue's lock, so a CALL
+    /// is either queued before anything the reader queues after it (the
+    /// answer to the server's PING above all, after which the server counts
+    /// no more calls, PROTOCOL.md §4.9) or not at all: a call its caller
+    /// opened just before the GOAWAY is then retried elsewhere, not lost.
+    pub(crate) fn stop_calls(&mut self) {
+        self.going_away = true;
     }
 
     pub(crate) fn set_peer(&mut self, peer: Settings) {
@@ -182,6 +198,9 @@ pub(crate) struct Open<'a, M> {
 impl<M: prost::Message> Encoder<Open<'_, M>> for RpcEncoder {
     type Error = EncodeError;
     fn encode(&mut self, item: Open<'_, M>, dst: &mut WriteBuf) -> Result<(), EncodeError> {
+        if self.going_away {
+            return Err(EncodeError::GoingAway);
+        }
         let head = item.head;
         let len = item.msg.map(prost::Message::encoded_len);
         if let Some(md) = &head.metadata {
@@ -296,5 +315,51 @@ impl Decoder for RunDecoder {
             }
         }
         Ok(self.0.decode(src)?.map(Received::Frame))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn call(id: CallId) -> Call {
+        Call {
+            call: id,
+            method: 0,
+            end_stream: true,
+            timeout_micros: None,
+            metadata: None,
+            message: None,
+        }
+    }
+
+    /// Once the server said GOAWAY, no CALL is queued, and nothing of it
+    /// is written; other frames still are.
+    #[test]
+    fn calls_are_refused_once_the_server_goes_away() {
+        let mut enc = RpcEncoder::new();
+        let mut dst = WriteBuf::with_capacity(64);
+        fn open(head: &mut Call) -> Open<'_, ()> {
+            Open {
+                path: "/s/m",
+                head,
+                msg: None,
+            }
+        }
+        enc.encode(open(&mut call(0)), &mut dst).unwrap();
+        let before = dst.len();
+        assert!(before > 0);
+        enc.stop_calls();
+        let refused = enc.encode(open(&mut call(1)), &mut dst);
+        assert_eq!(refused, Err(EncodeError::GoingAway));
+        assert_eq!(dst.len(), before, "nothing of a refused CALL is written");
+        let cancel = Frame::Cancel(tram_wire::Cancel {
+            call: 0,
+            code: tram_wire::Code::Cancelled,
+        });
+        enc.encode(cancel, &mut dst).unwrap();
+        assert!(dst.len() > before);
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use tram_wire::{Call, CallId, Code, Metadata};
 
 use super::super::Status;
-use super::super::codec::{Open, RpcEncoder};
+use super::super::codec::{EncodeError, Open, RpcEncoder};
 use super::super::intercept::ClientInterceptor;
 use super::super::stream::CallShared;
 use super::super::unary::Answer;
@@ -269,10 +269,11 @@ impl ClientConn {
                 handle.sent = true;
                 Ok(handle)
             }
+            // Not queued: the call never left.
+            Err(e) if going_away(&e) => Err(self.broken_status().not_sent()),
             Err(e) if e.kind() == conn::ErrorKind::Encode => {
                 Err(Status::resource_exhausted(format!("request not sent: {e}")))
             }
-            // Not queued: the call never left.
             Err(_) => Err(self.broken_status().not_sent()),
         }
     }
@@ -320,6 +321,12 @@ impl ClientConn {
             }
             // Dropping the unsent handle frees the entry.
             Err(conn::TrySendError::Full(_)) => {
+                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
+            }
+            // Refused for a GOAWAY the reader just handled: the general
+            // path takes another connection.
+            Err(conn::TrySendError::Encode(e)) if going_away(&e) => {
+                drop(handle);
                 Err(NotOpened::Later(head.metadata.unwrap_or_default()))
             }
             Err(conn::TrySendError::Encode(e)) => Err(NotOpened::Failed(
@@ -398,6 +405,11 @@ impl ClientConn {
         self.apply(calls, &mut fx);
         self.capacity.notify_waiters();
     }
+}
+
+/// The encoder refused a CALL because the server is going away.
+fn going_away(e: &conn::Error) -> bool {
+    e.downcast_ref::<EncodeError>() == Some(&EncodeError::GoingAway)
 }
 
 /// A CALL frame's fields (the method is filled in by the encoder).

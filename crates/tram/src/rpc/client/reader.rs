@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tram_wire::Frame;
 
 use super::super::Status;
-use super::super::codec::{Received, RunDecoder};
+use super::super::codec::{Received, RpcEncoder, RunDecoder};
 use super::super::protocol::{self, Control, ProtocolError};
 use super::super::timers::{Keepalive, TimerEvent, Timers};
 use super::super::transport::{self, BoxRead};
@@ -212,7 +212,12 @@ async fn read_loop(
                 let mut calls = conn.calls.lock();
                 for received in batch.drain(..) {
                     let handled = match received {
-                        Received::Frame(f) if !protocol::is_control(&f) => calls.frame(f, &mut fx),
+                        Received::Frame(f) if !protocol::is_control(&f) => {
+                            if matches!(f, Frame::GoAway(_)) {
+                                conn.out.with_encoder(RpcEncoder::stop_calls);
+                            }
+                            calls.frame(f, &mut fx)
+                        }
                         Received::Frame(f) => match protocol::control(true, f, &conn.out) {
                             Ok(Control::Other(f)) => calls.frame(f, &mut fx),
                             Ok(_) => Ok(()),
