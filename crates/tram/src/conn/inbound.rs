@@ -241,7 +241,7 @@ where
         if self.buf.capacity() - self.buf.len() < self.read_chunk / 4 {
             // Never read past the bound: at most what completes it.
             let room = self.read_chunk.min(self.max_buffered - self.buf.len());
-            self.buf.reserve(room);
+            self.make_room(room);
         }
         let n = match ready!(tokio_util::io::poll_read_buf(
             Pin::new(&mut self.io),
@@ -259,6 +259,28 @@ where
         }
         self.received += n as u64;
         Poll::Ready(None)
+    }
+
+    /// Makes room for `room` more bytes: in the buffer itself if its
+    /// messages are all gone, else in a pooled buffer whose messages are
+    /// (the current one, still referenced, goes to the pool), else in a new
+    /// one.
+    fn make_room(&mut self, room: usize) {
+        if self.buf.try_reclaim(room) {
+            return;
+        }
+        // What is left unread is a partial frame, at most a few bytes unless
+        // a large frame is arriving (then the buffer grows in place).
+        if self.buf.len() > self.read_chunk / 4 {
+            self.buf.reserve(room);
+            return;
+        }
+        let mut next = match super::readpool::take(self.buf.len() + room) {
+            Some(pooled) => pooled,
+            None => BytesMut::with_capacity((self.buf.len() + room).max(self.read_chunk)),
+        };
+        next.extend_from_slice(&self.buf);
+        super::readpool::give(std::mem::replace(&mut self.buf, next));
     }
 
     /// Bytes read and not yet decoded.

@@ -35,6 +35,7 @@ mod error;
 mod inbound;
 mod net;
 mod outbound;
+mod readpool;
 mod writebuf;
 
 use tokio::io::{AsyncRead, AsyncWrite};
