@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub mod echo;
+
 use tokio::sync::mpsc;
 use tram::conn::{Config, Connection, Decoder, Encoder, ErrorKind, Listener, TcpConfig};
 
