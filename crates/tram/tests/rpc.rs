@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use support::echo::{DropSignal, Echo, echo, echo_service, start};
+use support::echo::{DropSignal, Echo, echo, echo_service, start, with_hang};
 use support::within;
 use tokio::sync::{mpsc, oneshot};
 use tram::rpc::{Channel, Code, Metadata, Request, Response, Server};
@@ -168,18 +168,8 @@ async fn calls_complete_out_of_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_call_cancels_the_handler() {
-    let (dropped_tx, dropped_rx) = oneshot::channel();
-    let dropped_tx = Arc::new(parking_lot::Mutex::new(Some(dropped_tx)));
-    let server = echo_service()
-        .unary("/test.Echo/Hang", move |_req: Request<Echo>| {
-            let signal = DropSignal(dropped_tx.lock().take());
-            async move {
-                let _signal = signal;
-                std::future::pending::<()>().await;
-                Ok(Response::new(echo(0)))
-            }
-        })
-        .build();
+    let (builder, dropped_rx) = with_hang(echo_service());
+    let server = builder.build();
     let (addr, _stop, _task) = start(server).await;
     let ch = Channel::new(addr.to_string());
     let call = tokio::spawn({

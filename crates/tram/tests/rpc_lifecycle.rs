@@ -10,9 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use support::echo::{DropSignal, Echo, echo, echo_service, start};
+use support::echo::{Echo, echo, echo_service, start, with_hang};
 use support::within;
-use tokio::sync::oneshot;
 use tram::conn::{Listener, TcpConfig};
 use tram::rpc::{Channel, Code, Request, Response, Status};
 
@@ -204,19 +203,8 @@ async fn graceful_shutdown_drains_calls_in_flight_and_refuses_new_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spawned_handlers_answer_and_are_cancelled() {
-    let (dropped_tx, dropped_rx) = oneshot::channel();
-    let dropped_tx = Arc::new(parking_lot::Mutex::new(Some(dropped_tx)));
-    let server = echo_service()
-        .spawn_handlers(true)
-        .unary("/test.Echo/Hang", move |_req: Request<Echo>| {
-            let signal = DropSignal(dropped_tx.lock().take());
-            async move {
-                let _signal = signal;
-                std::future::pending::<()>().await;
-                Ok(Response::new(echo(0)))
-            }
-        })
-        .build();
+    let (builder, dropped_rx) = with_hang(echo_service().spawn_handlers(true));
+    let server = builder.build();
     let (addr, _stop, _task) = start(server).await;
     let ch = Channel::new(addr.to_string());
     // Answers as usual, including streams.

@@ -1,6 +1,7 @@
 //! The echo service of the RPC tests, its message and helpers.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -173,4 +174,20 @@ pub fn echo_service() -> ServerBuilder {
                 Ok(Response::new(Rx(rx)))
             },
         )
+}
+
+/// Adds `/test.Echo/Hang`, whose handler never answers; the receiver gets
+/// the time its future was dropped (the call cancelled).
+pub fn with_hang(builder: ServerBuilder) -> (ServerBuilder, oneshot::Receiver<Instant>) {
+    let (dropped_tx, dropped_rx) = oneshot::channel();
+    let dropped_tx = Arc::new(parking_lot::Mutex::new(Some(dropped_tx)));
+    let builder = builder.unary("/test.Echo/Hang", move |_req: Request<Echo>| {
+        let signal = DropSignal(dropped_tx.lock().take());
+        async move {
+            let _signal = signal;
+            std::future::pending::<()>().await;
+            Ok(Response::new(echo(0)))
+        }
+    });
+    (builder, dropped_rx)
 }
