@@ -269,8 +269,9 @@ where
         if self.buf.try_reclaim(room) {
             return;
         }
-        // What is left unread is a partial frame, at most a few bytes unless
-        // a large frame is arriving (then the buffer grows in place).
+        // What is left unread is the start of a frame, copied to the next
+        // buffer; when much of a large frame is in already, the buffer
+        // grows to take the rest instead.
         if self.buf.len() > self.read_chunk / 4 {
             self.buf.reserve(room);
             return;
