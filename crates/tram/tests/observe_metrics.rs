@@ -133,8 +133,10 @@ impl Recorded {
     }
 }
 
-fn server() -> Server {
+/// The test server, recording message sizes with `sizes`.
+fn server(sizes: bool) -> Server {
     Server::builder()
+        .message_size_metrics(sizes)
         .unary(OK, |req: Request<Echo>| async move {
             Ok(Response::new(req.into_inner()))
         })
@@ -251,8 +253,12 @@ async fn metrics_name_and_count_every_kind_of_call() {
         gauges: HashMap::new(),
         histograms: HashMap::new(),
     };
-    let (addr, _stop, _task) = support::serve(server()).await;
-    let channel = Channel::connect(addr.to_string()).await.unwrap();
+    let (addr, _stop, _task) = support::serve(server(true)).await;
+    let channel = Channel::builder(addr.to_string())
+        .message_size_metrics(true)
+        .connect()
+        .await
+        .unwrap();
     let hello = Echo {
         text: "hello".into(),
     };
@@ -466,4 +472,24 @@ async fn metrics_name_and_count_every_kind_of_call() {
         ) >= 2
     })
     .await;
+
+    // By default, message sizes are not recorded: a call between a server
+    // and a channel built without `message_size_metrics` adds a duration
+    // on each side and no size.
+    let (addr, _stop, _task) = support::serve(server(false)).await;
+    let plain = Channel::connect(addr.to_string()).await.unwrap();
+    let _: Response<Echo> = plain.unary(OK, Request::new(hello.clone())).await.unwrap();
+    rec.until("the default pair's call on both sides", |r| {
+        r.histogram("rpc.server.call.duration", &ok).len() == 4
+            && r.histogram("rpc.client.call.duration", &[method(OK), status(Code::Ok)])
+                .len()
+                == 4
+    })
+    .await;
+    for side in ["server", "client"] {
+        for what in ["request", "response"] {
+            let sizes = rec.histogram(&format!("rpc.{side}.{what}.size"), &[method(OK)]);
+            assert_eq!(sizes.len(), 3, "{side} {what} sizes");
+        }
+    }
 }

@@ -19,8 +19,8 @@ pub(crate) struct MethodMetrics {
     method: String,
     started: Counter,
     active: Gauge,
-    request_size: Histogram,
-    response_size: Histogram,
+    /// The request and response size histograms, when recorded.
+    sizes: Option<(Histogram, Histogram)>,
     /// Duration histograms by status code (each code has its own
     /// attributes), registered on first use.
     duration: [OnceLock<Histogram>; 17],
@@ -59,22 +59,31 @@ fn describe() {
 }
 
 impl MethodMetrics {
-    /// Registers the method's handles with the recorder installed now.
-    pub(crate) fn new(side: Side, system: &'static str, method: &str) -> MethodMetrics {
+    /// Registers the method's handles with the recorder installed now, the
+    /// message size histograms with `sizes`.
+    pub(crate) fn new(
+        side: Side,
+        system: &'static str,
+        method: &str,
+        sizes: bool,
+    ) -> MethodMetrics {
         describe();
         let labels = base_labels(system, method);
         let started = metrics::counter!(name(side, "calls.started"), labels.clone());
         let active = metrics::gauge!(name(side, "calls.active"), labels.clone());
-        let request_size = metrics::histogram!(name(side, "request.size"), labels.clone());
-        let response_size = metrics::histogram!(name(side, "response.size"), labels);
+        let sizes = sizes.then(|| {
+            (
+                metrics::histogram!(name(side, "request.size"), labels.clone()),
+                metrics::histogram!(name(side, "response.size"), labels),
+            )
+        });
         MethodMetrics {
             side,
             system,
             method: method.to_owned(),
             started,
             active,
-            request_size,
-            response_size,
+            sizes,
             duration: std::array::from_fn(|_| OnceLock::new()),
         }
     }
@@ -85,14 +94,14 @@ impl MethodMetrics {
         self.active.increment(1.0);
     }
 
-    /// A request message of `len` bytes.
-    pub(crate) fn request_size(&self, len: usize) {
-        self.request_size.record(len as f64);
-    }
-
-    /// A response message of `len` bytes.
-    pub(crate) fn response_size(&self, len: usize) {
-        self.response_size.record(len as f64);
+    /// A request (`request`) or response message of the length `len`
+    /// gives, if sizes are recorded.
+    #[inline]
+    pub(crate) fn message_size(&self, request: bool, len: impl FnOnce() -> usize) {
+        if let Some((req, resp)) = &self.sizes {
+            let h = if request { req } else { resp };
+            h.record(len() as f64);
+        }
     }
 
     /// The call ended with `code` after `elapsed`.

@@ -8,7 +8,8 @@
 //!   RPC conventions: `rpc.server.call.duration` and
 //!   `rpc.client.call.duration` (histograms, seconds),
 //!   `rpc.{server,client}.request.size` and `.response.size` (bytes, one
-//!   value per message), `rpc.{server,client}.calls.started` (counter) and
+//!   value per message; only with `.message_size_metrics(true)` on the
+//!   builder), `rpc.{server,client}.calls.started` (counter) and
 //!   `.calls.active` (gauge). Their attributes: `rpc.system.name` (`tram`,
 //!   or `grpc` for a gateway's calls), `rpc.method` (the full path; on a
 //!   server, `_OTHER` for a method it does not have, so a peer cannot grow
@@ -71,7 +72,7 @@ use tram_wire::{Code, Metadata};
 
 pub(crate) use introspect::{ConnStats, Registered, Registry};
 pub use introspect::{ConnectionInfo, EndpointInfo, EndpointState};
-pub(crate) use observers::{MethodObs, Observed, Observers, TRAM, observe};
+pub(crate) use observers::{MethodObs, MetricsConfig, Observed, Observers, TRAM, observe};
 pub use trace::{Scoped, TRACEPARENT, TRACESTATE, TraceContext};
 
 /// Which end of a call an observer is on.

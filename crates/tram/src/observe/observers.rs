@@ -30,7 +30,7 @@ pub(crate) struct Observers {
     /// Metrics are on, or an observer of the user's is added: every call
     /// is observed.
     always: bool,
-    metrics: bool,
+    metrics: Level,
     /// The user's observers; `None` if there are none.
     users: Option<Users>,
     conns: Option<ConnectionMetrics>,
@@ -47,36 +47,58 @@ pub(crate) struct MethodObs {
     pub(crate) name: Box<str>,
     side: Side,
     system: &'static str,
+    level: Level,
     metrics: Option<MethodMetrics>,
 }
 
+/// Which built-in metrics a server or channel records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Level {
+    Off,
+    /// Calls, durations, connections.
+    On,
+    /// And every message's size.
+    WithSizes,
+}
+
+/// The metric settings of a builder: on, off, or (`None`) on when a
+/// recorder is installed at build time; and message sizes or not.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MetricsConfig {
+    pub(crate) on: Option<bool>,
+    pub(crate) sizes: bool,
+}
+
+impl MetricsConfig {
+    /// Off, whatever recorder is installed.
+    pub(crate) const OFF: MetricsConfig = MetricsConfig {
+        on: Some(false),
+        sizes: false,
+    };
+}
+
 impl MethodObs {
-    /// A message of `len` bytes, a request or a response.
-    pub(crate) fn message(&self, request: bool, len: usize) {
+    /// A message, a request or a response, of the length `len` gives
+    /// (asked only if message sizes are recorded).
+    #[inline]
+    pub(crate) fn message(&self, request: bool, len: impl FnOnce() -> usize) {
         if let Some(m) = &self.metrics {
-            if request {
-                m.request_size(len);
-            } else {
-                m.response_size(len);
-            }
+            m.message_size(request, len);
         }
     }
 
-    fn is(&self, side: Side, system: &str, metrics: bool, name: &str) -> bool {
-        self.side == side
-            && self.system == system
-            && self.metrics.is_some() == metrics
-            && &*self.name == name
+    fn is(&self, side: Side, system: &str, level: Level, name: &str) -> bool {
+        self.side == side && self.system == system && self.level == level && &*self.name == name
     }
 }
 
 /// The system of tram's own calls.
 pub(crate) const TRAM: &str = "tram";
 
-/// Every method observed in the process, by side, system and whether it
-/// has metrics, then by name: at most [`MAX_METHODS`] of them, plus
+/// Every method observed in the process, by side, system and metrics
+/// level, then by name: at most [`MAX_METHODS`] of them, plus
 /// `_OTHER`.
-type Interned = HashMap<(Side, &'static str, bool), HashMap<Box<str>, &'static MethodObs>>;
+type Interned = HashMap<(Side, &'static str, Level), HashMap<Box<str>, &'static MethodObs>>;
 
 static INTERNED: OnceLock<RwLock<(Interned, usize)>> = OnceLock::new();
 
@@ -87,21 +109,21 @@ thread_local! {
         const { RefCell::new(([None; 8], 0)) };
 }
 
-/// The one [`MethodObs`] for `name` of `system` on `side` (with metric
-/// handles if `metrics`), made on first use.
-fn intern(side: Side, system: &'static str, metrics: bool, name: &str) -> &'static MethodObs {
+/// The one [`MethodObs`] for `name` of `system` on `side` (with the metric
+/// handles of `level`), made on first use.
+fn intern(side: Side, system: &'static str, level: Level, name: &str) -> &'static MethodObs {
     let hit = RECENT.with(|r| {
         r.borrow()
             .0
             .iter()
             .flatten()
-            .find(|m| m.is(side, system, metrics, name))
+            .find(|m| m.is(side, system, level, name))
             .copied()
     });
     if let Some(m) = hit {
         return m;
     }
-    let m = intern_slow(side, system, metrics, name);
+    let m = intern_slow(side, system, level, name);
     RECENT.with(|r| {
         let (slots, next) = &mut *r.borrow_mut();
         slots[*next] = Some(m);
@@ -111,9 +133,9 @@ fn intern(side: Side, system: &'static str, metrics: bool, name: &str) -> &'stat
 }
 
 #[inline(never)]
-fn intern_slow(side: Side, system: &'static str, metrics: bool, name: &str) -> &'static MethodObs {
+fn intern_slow(side: Side, system: &'static str, level: Level, name: &str) -> &'static MethodObs {
     let interned = INTERNED.get_or_init(RwLock::default);
-    let key = (side, system, metrics);
+    let key = (side, system, level);
     if let Some(m) = interned.read().0.get(&key).and_then(|by| by.get(name)) {
         return m;
     }
@@ -135,22 +157,29 @@ fn intern_slow(side: Side, system: &'static str, metrics: bool, name: &str) -> &
             name: name.into(),
             side,
             system,
-            metrics: metrics.then(|| MethodMetrics::new(side, system, name)),
+            level,
+            metrics: (level != Level::Off)
+                .then(|| MethodMetrics::new(side, system, name, level == Level::WithSizes)),
         }))
     })
 }
 
 impl Observers {
-    /// `metrics`: on, off, or (`None`) on when a metrics recorder is
-    /// installed now.
-    pub(crate) fn new(side: Side, metrics: Option<bool>, users: Vec<Arc<dyn Observer>>) -> Self {
-        let metrics = metrics.unwrap_or_else(recorder_installed);
+    /// `metrics`: which metrics, `on` when a metrics recorder is installed
+    /// now unless said.
+    pub(crate) fn new(side: Side, metrics: MetricsConfig, users: Vec<Arc<dyn Observer>>) -> Self {
+        let on = metrics.on.unwrap_or_else(recorder_installed);
+        let level = match (on, metrics.sizes) {
+            (false, _) => Level::Off,
+            (true, false) => Level::On,
+            (true, true) => Level::WithSizes,
+        };
         Observers {
             side,
-            always: metrics || !users.is_empty(),
-            metrics,
+            always: on || !users.is_empty(),
+            metrics: level,
             users: (!users.is_empty()).then(|| users.into()),
-            conns: metrics.then(|| ConnectionMetrics::new(side)),
+            conns: on.then(|| ConnectionMetrics::new(side)),
         }
     }
 
@@ -358,13 +387,15 @@ impl Observed {
         super::otel::span_trace(&self.span)
     }
 
-    /// A request message of `len` bytes went out or came in.
-    pub(crate) fn request_message(&self, len: usize) {
+    /// A request message went out or came in; `len` gives its length.
+    #[inline]
+    pub(crate) fn request_message(&self, len: impl FnOnce() -> usize) {
         self.method.message(true, len);
     }
 
-    /// A response message of `len` bytes, likewise.
-    pub(crate) fn response_message(&self, len: usize) {
+    /// A response message, likewise.
+    #[inline]
+    pub(crate) fn response_message(&self, len: impl FnOnce() -> usize) {
         self.method.message(false, len);
     }
 

@@ -59,8 +59,7 @@ macro_rules! connection_setters {
 pub(crate) use connection_setters;
 
 /// The observability setters both builders share, for a builder with
-/// `observers` (the user's) and `metrics` (on, off, or `None`: on when a
-/// recorder is installed) fields.
+/// `observers` (the user's) and `metrics` (a `MetricsConfig`) fields.
 macro_rules! observe_setters {
     () => {
         /// Adds an observer of every call and connection (see
@@ -74,7 +73,18 @@ macro_rules! observe_setters {
         /// `metrics` recorder is installed by the time this is built; see
         /// [`crate::observe`]).
         pub fn metrics(mut self, on: bool) -> Self {
-            self.metrics = Some(on);
+            self.metrics.on = Some(on);
+            self
+        }
+
+        /// Records every message's size too, in `rpc.{server,client}.
+        /// request.size` and `.response.size`, when metrics are recorded
+        /// (off by default: OpenTelemetry's RPC conventions made them
+        /// optional, and their current draft drops them; each is one more
+        /// histogram value per message, which a recorder such as
+        /// `metrics-exporter-prometheus` stamps with a clock read).
+        pub fn message_size_metrics(mut self, on: bool) -> Self {
+            self.metrics.sizes = on;
             self
         }
     };

@@ -59,7 +59,7 @@ pub(crate) struct ChannelConfig {
 pub struct ChannelBuilder {
     pub(super) config: ChannelConfig,
     observers: Vec<Arc<dyn Observer>>,
-    metrics: Option<bool>,
+    metrics: crate::observe::MetricsConfig,
 }
 
 impl ChannelBuilder {
@@ -80,7 +80,11 @@ impl ChannelBuilder {
                 tcp: TcpConfig::default(),
                 conn: conn::Config::default(),
                 connector: None,
-                observers: Arc::new(Observers::new(Side::Client, Some(false), Vec::new())),
+                observers: Arc::new(Observers::new(
+                    Side::Client,
+                    crate::observe::MetricsConfig::OFF,
+                    Vec::new(),
+                )),
                 discovery: Discovery::Single,
                 policy: Policy::default(),
                 outlier: Some(OutlierDetection::default()),
@@ -88,7 +92,7 @@ impl ChannelBuilder {
                 ewma_decay: Duration::from_secs(1),
             },
             observers: Vec::new(),
-            metrics: None,
+            metrics: crate::observe::MetricsConfig::default(),
         }
     }
 

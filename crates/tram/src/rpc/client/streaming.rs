@@ -44,7 +44,7 @@ impl<Req: prost::Message> RequestSink<Req> {
             return Err(Status::failed_precondition("request stream already closed"));
         }
         if let Some(m) = &self.method {
-            m.message(true, msg.encoded_len());
+            m.message(true, || msg.encoded_len());
         }
         send_message(&self.conn.out, &self.shared, self.id, &msg, false).await
     }
@@ -317,7 +317,7 @@ impl Channel {
     ) -> Result<(CallHandle, Arc<CallShared>, Option<Box<Observed>>), Status> {
         let (metadata, observed) = self.observe_call(path, metadata);
         if let (Some(o), Some(msg)) = (&observed, msg) {
-            o.request_message(msg.encoded_len());
+            o.request_message(|| msg.encoded_len());
         }
         let at = deadline::after(timeout);
         let opened = deadline::within(at, async {

@@ -153,7 +153,7 @@ fn ended_observed<Resp: prost::Message>(
     {
         match outcome {
             Ok(resp) => {
-                o.response_message(resp.get_ref().encoded_len());
+                o.response_message(|| resp.get_ref().encoded_len());
                 o.end(Code::Ok);
             }
             Err(status) => o.end(status.code()),
@@ -172,7 +172,7 @@ fn observe_request<Req: prost::Message>(
     let observed = observers.watching().then(|| {
         let method = observers.method(TRAM, path);
         let o = Observed::start(observers, method, None, request.metadata(), Instant::now());
-        o.request_message(request.get_ref().encoded_len());
+        o.request_message(|| request.get_ref().encoded_len());
         o
     });
     #[cfg(feature = "opentelemetry")]
@@ -367,7 +367,7 @@ impl Channel {
                 let (msg, metadata, timeout) = request.into_parts();
                 let (metadata, o) = self.observe_call(path, metadata);
                 if let Some(o) = &o {
-                    o.request_message(msg.encoded_len());
+                    o.request_message(|| msg.encoded_len());
                 }
                 observed.push(o);
                 let opened = match conn.intercept(path, metadata) {

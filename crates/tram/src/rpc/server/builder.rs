@@ -26,7 +26,7 @@ pub struct ServerBuilder {
     routes: HashMap<String, Arc<Route>>,
     config: ServerConfig,
     observers: Vec<Arc<dyn Observer>>,
-    metrics: Option<bool>,
+    metrics: crate::observe::MetricsConfig,
 }
 
 /// A set of methods registered together: what `tram-build` generates for
@@ -76,7 +76,11 @@ impl Default for ServerConfig {
             max_connection_age: None,
             tcp: TcpConfig::default(),
             conn: conn::Config::default(),
-            observers: Arc::new(Observers::new(Side::Server, Some(false), Vec::new())),
+            observers: Arc::new(Observers::new(
+                Side::Server,
+                crate::observe::MetricsConfig::OFF,
+                Vec::new(),
+            )),
             registry: Arc::default(),
             drain: Arc::new(tokio::sync::watch::channel(false).0),
         }
@@ -89,7 +93,7 @@ impl ServerBuilder {
             routes: HashMap::new(),
             config: ServerConfig::default(),
             observers: Vec::new(),
-            metrics: None,
+            metrics: crate::observe::MetricsConfig::default(),
         }
     }
 

@@ -239,7 +239,7 @@ impl Effects for Act<'_> {
             started,
         );
         if let (Some(o), Some(m)) = (&observed, &a.message) {
-            o.request_message(m.len());
+            o.request_message(|| m.len());
         }
         let incoming = IncomingCall {
             call,

@@ -250,7 +250,7 @@ where
         Ok(resp) => {
             let (msg, headers, trailers) = resp.into_parts();
             if let Some(o) = &observed {
-                o.response_message(msg.encoded_len());
+                o.response_message(|| msg.encoded_len());
             }
             let frame = Msg {
                 call: call.call,
@@ -381,7 +381,8 @@ where
         })
         .await;
         if let Some(o) = observed {
-            run.iter().for_each(|m| o.response_message(m.encoded_len()));
+            run.iter()
+                .for_each(|m| o.response_message(|| m.encoded_len()));
         }
         let mut sent = 0;
         while sent < run.len() {

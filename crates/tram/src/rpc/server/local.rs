@@ -79,7 +79,7 @@ pub async fn call_unary(
         return Err(status);
     }
     if let Some(o) = &observed {
-        o.request_message(msg.0.len());
+        o.request_message(|| msg.0.len());
     }
     let captured = Arc::new(Mutex::new(BytesMut::new()));
     let mut encoder = RpcEncoder::new();

@@ -190,7 +190,7 @@ impl<M: prost::Message + Default> Streaming<M> {
             let before = self.taken.bytes;
             if let Some(item) = self.taken.next::<M>() {
                 if let Some((method, requests)) = &self.observed {
-                    method.message(*requests, self.taken.bytes - before);
+                    method.message(*requests, || self.taken.bytes - before);
                 }
                 if self.taken.due() {
                     grant += self.shared.credit(&mut self.taken);
