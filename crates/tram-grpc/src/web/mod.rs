@@ -344,13 +344,7 @@ impl Web {
             gzip_out,
         } = call;
         let (_, metadata, timeout) = request.into_parts();
-        let with = |msg: RawMessage| {
-            let r = Request::new(msg).with_metadata(metadata.clone());
-            match timeout {
-                Some(t) => r.with_timeout(t),
-                None => r,
-            }
-        };
+        let with = |msg: RawMessage| opening(msg, &metadata, timeout);
         let system = if matches!(wire, Wire::GrpcWeb { .. }) {
             GRPC_WEB
         } else {
@@ -377,24 +371,14 @@ impl Web {
                 Err(s) => Answer::One(Err(s)),
             },
             Kind::ClientStreaming => {
-                let mut opening = Request::new(futures_util::stream::iter(
-                    messages.into_iter().map(RawMessage),
-                ))
-                .with_metadata(metadata.clone());
-                if let Some(t) = timeout {
-                    opening = opening.with_timeout(t);
-                }
-                Answer::One(channel.client_streaming(&path, opening).await)
+                let requests = futures_util::stream::iter(messages.into_iter().map(RawMessage));
+                let requests = opening(requests, &metadata, timeout);
+                Answer::One(channel.client_streaming(&path, requests).await)
             }
             Kind::Bidi => {
-                let mut opening = Request::new(futures_util::stream::iter(
-                    messages.into_iter().map(RawMessage),
-                ))
-                .with_metadata(metadata.clone());
-                if let Some(t) = timeout {
-                    opening = opening.with_timeout(t);
-                }
-                Answer::Stream(channel.bidi_streaming(&path, opening).await)
+                let requests = futures_util::stream::iter(messages.into_iter().map(RawMessage));
+                let requests = opening(requests, &metadata, timeout);
+                Answer::Stream(channel.bidi_streaming(&path, requests).await)
             }
         };
         let json = self.json.clone().ok().filter(|_| wire.json());
@@ -486,5 +470,15 @@ impl Web {
             );
             h.append(http::header::VARY, HeaderValue::from_static("origin"));
         }
+    }
+}
+
+/// A call's request around `msg` (its one message, or the stream of them),
+/// with the caller's metadata and deadline.
+fn opening<T>(msg: T, metadata: &Metadata, timeout: Option<std::time::Duration>) -> Request<T> {
+    let request = Request::new(msg).with_metadata(metadata.clone());
+    match timeout {
+        Some(t) => request.with_timeout(t),
+        None => request,
     }
 }
