@@ -112,3 +112,111 @@ func TestKeepaliveKeepsAnAnsweringConnection(t *testing.T) {
 		t.Fatalf("after idling: %v", err)
 	}
 }
+
+// scriptedServer accepts one client, says hello, waits for its first CALL
+// and writes what script returns for that call's id; it then reads until the
+// client closes and reports whether a GOAWAY with PROTOCOL_ERROR came.
+func scriptedServer(t *testing.T, script func(call uint32) []byte) (string, <-chan bool) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goaway := make(chan bool, 1)
+	go func() {
+		defer l.Close()
+		nc, err := l.Accept()
+		if err != nil {
+			goaway <- false
+			return
+		}
+		defer nc.Close()
+		nc.Write(wire.DefaultSettings().Append(append([]byte{}, wire.Preface[:]...)))
+		var in []byte
+		buf := make([]byte, 4096)
+		sent, protocolError := false, false
+		for {
+			n, err := nc.Read(buf)
+			if err != nil {
+				goaway <- protocolError
+				return
+			}
+			in = append(in, buf[:n]...)
+			if !sent && len(in) >= len(wire.Preface) {
+				in = in[len(wire.Preface):]
+				sent = true
+			}
+			for sent {
+				f, used, err := wire.Decode(in, 1<<20)
+				if err != nil || used == 0 {
+					break
+				}
+				in = in[used:]
+				switch f := f.(type) {
+				case wire.Call:
+					nc.Write(script(f.Call))
+				case wire.GoAway:
+					protocolError = protocolError || f.Reason == wire.ProtocolError
+				}
+			}
+		}
+	}()
+	return l.Addr().String(), goaway
+}
+
+// A server that breaks the credit rules fails the call with INTERNAL and
+// gets GOAWAY PROTOCOL_ERROR, rather than fill the client's memory.
+func TestClientRefusesAServerBreakingCredit(t *testing.T) {
+	cases := map[string]func(call uint32) []byte{
+		"messages beyond the credit granted": func(call uint32) []byte {
+			var out []byte
+			for i := 0; i <= int(wire.DefaultSettings().InitialCredit); i++ {
+				out = wire.Message{Call: call, Payload: []byte("x")}.Append(out)
+			}
+			return out
+		},
+		"credit past the maximum": func(call uint32) []byte {
+			var out []byte
+			for i := 0; i < 3; i++ {
+				out = wire.Credit{Call: call, N: wire.MaxCredit}.Append(out)
+			}
+			return out
+		},
+	}
+	for name, script := range cases {
+		t.Run(name, func(t *testing.T) {
+			addr, goaway := scriptedServer(t, script)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			conn, err := tram.Dial(ctx, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// A bidi call, which neither reads nor sends: it only waits.
+			s, err := conn.NewStream(ctx, "/t.T/Chat", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-conn.Done():
+			case <-ctx.Done():
+				t.Fatal("the connection stayed up")
+			}
+			if code := tram.StatusOf(conn.Err()).Code; code != tram.Internal {
+				t.Fatalf("connection ended with %v", conn.Err())
+			}
+			for {
+				if _, err := s.Recv(); err != nil {
+					if code := tram.StatusOf(err).Code; code != tram.Internal {
+						t.Fatalf("call ended with %v", err)
+					}
+					break
+				}
+			}
+			if !<-goaway {
+				t.Fatal("no GOAWAY PROTOCOL_ERROR reached the server")
+			}
+		})
+	}
+}

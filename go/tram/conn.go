@@ -13,6 +13,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -174,6 +175,12 @@ func (c *Conn) handle(f wire.Frame) bool {
 			// The call was cancelled here; its messages may still arrive.
 			return true
 		}
+		// Within the credit granted, or the queue would grow without bound.
+		if s.recvCredit <= 0 {
+			go c.protocolError(fmt.Sprintf("MESSAGE on call %d without credit", f.Call))
+			return false
+		}
+		s.recvCredit--
 		s.deliver(f)
 	case wire.End:
 		if s := c.calls[f.Call]; s != nil {
@@ -186,6 +193,10 @@ func (c *Conn) handle(f wire.Frame) bool {
 		}
 	case wire.Credit:
 		if s := c.calls[f.Call]; s != nil {
+			if s.credit+int64(f.N) > wire.MaxCredit {
+				go c.protocolError(fmt.Sprintf("credit overflow on call %d", f.Call))
+				return false
+			}
 			s.credit += int64(f.N)
 			s.signal()
 		}
@@ -248,6 +259,7 @@ func (c *Conn) open(ctx context.Context, method string, md wire.Metadata, first 
 	c.sent++
 	s := newStream(c, ctx, id, c.sent)
 	s.credit = int64(c.peer.InitialCredit)
+	s.recvCredit = int64(c.local.InitialCredit)
 	call := wire.Call{Call: id, Method: num, EndStream: endStream, HasMessage: hasFirst, Message: first}
 	if dl, ok := ctx.Deadline(); ok {
 		call.HasTimeout = true

@@ -16,6 +16,7 @@ type Stream struct {
 	id         uint32
 	seq        uint64
 	credit     int64 // messages this side may still send
+	recvCredit int64 // messages the server may still send
 	queue      [][]byte
 	window     window // credit returned to the server
 	header     wire.Metadata
@@ -171,6 +172,7 @@ func (s *Stream) Recv() ([]byte, error) {
 			s.queue = s.queue[1:]
 			if n := s.window.consume(len(m), c.local.InitialCredit); n > 0 && !s.serverDone {
 				c.queue(wire.Credit{Call: s.id, N: n})
+				s.recvCredit += int64(n)
 			}
 			c.mu.Unlock()
 			return m, nil
