@@ -92,6 +92,17 @@ impl FrameDecoder {
         self.max_frame_size = max;
     }
 
+    /// The whole length (header and body) of the frame `src` begins with,
+    /// once its header is there; `None` before that, or for a header
+    /// [`FrameDecoder::decode`] rejects. Nothing is checked against the
+    /// bytes after the header.
+    pub fn frame_len(&self, src: &[u8]) -> Option<usize> {
+        match Header::parse(src, self.max_frame_size) {
+            Ok(Some(head)) => Some(head.header_len + head.body_len),
+            _ => None,
+        }
+    }
+
     /// Decodes the frame at the front of `src`, if it is complete.
     ///
     /// On `Ok(Some(_))` the frame's bytes are removed from `src`; its

@@ -13,6 +13,10 @@ use tokio::io::AsyncRead;
 use super::codec::{DecodeRef, Decoder};
 use super::error::{Error, ErrorKind};
 
+/// A message's start up to this size is copied to a new buffer rather
+/// than completed where it is with a read of its own.
+const COPY_AT_MOST: usize = 4096;
+
 /// The receiving half of a message-stream connection.
 ///
 /// Also a [`Stream`](futures_core::Stream) of `Result<D::Item, Error>`.
@@ -28,6 +32,13 @@ pub struct Inbound<R, D> {
     pending_error: Option<Error>,
     /// Bytes read from the transport so far.
     received: u64,
+    /// Refill the buffer before reading when less room than this is left:
+    /// a quarter of the read chunk, or more once a message larger than
+    /// that was read across the end of a buffer (see `needs_room`).
+    refill_below: usize,
+    /// Bytes copied from a full buffer to the next (the start of a message
+    /// read across its end).
+    copied: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +63,8 @@ where
             state: ReadState::Open,
             pending_error: None,
             received: 0,
+            refill_below: read_chunk / 4,
+            copied: 0,
         }
     }
 
@@ -238,7 +251,7 @@ where
                 Some(Error::new(ErrorKind::Truncated, None))
             }));
         }
-        if self.buf.capacity() - self.buf.len() < self.read_chunk / 4 {
+        if self.needs_room() {
             // Never read past the bound: at most what completes it.
             let room = self.read_chunk.min(self.max_buffered - self.buf.len());
             self.make_room(room);
@@ -261,11 +274,38 @@ where
         Poll::Ready(None)
     }
 
+    /// Whether to move to a buffer with more room before reading on.
+    ///
+    /// A large message whose start is buffered and whose rest fits is read
+    /// to its end where it is: moving it would copy what is there (a peer
+    /// whose send buffer is smaller than its message writes it in two
+    /// parts, so the first read of each message ends inside it). Otherwise
+    /// the buffer is kept at least `refill_below` bytes roomy; and if the
+    /// message it ends with is larger than that, the bar is raised to that
+    /// size (up to half a read chunk), so that messages that large are not
+    /// read across a buffer's end from then on.
+    fn needs_room(&mut self) -> bool {
+        let (buffered, room) = (self.buf.len(), self.buf.capacity() - self.buf.len());
+        match self.decoder.frame_len(&self.buf).filter(|&n| n > buffered) {
+            // The message begun is being read across the end of the
+            // buffer: its start is copied to the next.
+            Some(n) if room < n - buffered => {
+                self.refill_below = self.refill_below.max(n.min(self.read_chunk / 2));
+                true
+            }
+            Some(_) if buffered >= COPY_AT_MOST => false,
+            _ => room < self.refill_below,
+        }
+    }
+
     /// Makes room for `room` more bytes: in the buffer itself if its
     /// messages are all gone, else in a pooled buffer whose messages are
     /// (the current one, still referenced, goes to the pool), else in a new
     /// one.
     fn make_room(&mut self, room: usize) {
+        // Reclaiming moves what is left unread to the front, as the other
+        // two ways copy it.
+        self.copied += self.buf.len() as u64;
         if self.buf.try_reclaim(room) {
             return;
         }
@@ -358,5 +398,99 @@ impl<D: DecodeRef> std::fmt::Debug for Batch<'_, D> {
             .field("consumed", &self.pos)
             .field("buffered", &self.buf.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::collections::VecDeque;
+
+    use bytes::Bytes;
+    use tokio::io::ReadBuf;
+
+    use super::*;
+    use crate::conn::codec::LengthDelimited;
+
+    /// The read chunk (a connection's default buffer size).
+    const CHUNK: usize = 64 << 10;
+
+    /// Hands out its chunks in order, one (or what fits of it) per read:
+    /// what a peer's writes have delivered by the time of each read.
+    struct Arrivals(VecDeque<Vec<u8>>);
+
+    impl AsyncRead for Arrivals {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            if let Some(mut chunk) = self.0.pop_front() {
+                let n = chunk.len().min(buf.remaining());
+                buf.put_slice(&chunk[..n]);
+                if n < chunk.len() {
+                    self.0.push_front(chunk.split_off(n));
+                }
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn frame(len: usize) -> Vec<u8> {
+        let mut f = (len as u32).to_be_bytes().to_vec();
+        f.resize(4 + len, 7);
+        f
+    }
+
+    /// Reads `n` messages from `arrivals`, each kept until the next has
+    /// arrived (as a server keeps a request until its answer is written);
+    /// returns the bytes copied between buffers.
+    async fn copied_reading(arrivals: Vec<Vec<u8>>, n: usize, len: usize) -> u64 {
+        let mut inbound = Inbound::new(
+            Arrivals(arrivals.into()),
+            LengthDelimited::new(),
+            CHUNK,
+            1 << 20,
+        );
+        let mut kept: Option<Bytes> = None;
+        for _ in 0..n {
+            let msg = inbound.recv().await.unwrap().unwrap();
+            assert_eq!(msg.len(), len);
+            kept = Some(msg);
+        }
+        drop(kept);
+        inbound.copied
+    }
+
+    /// A peer whose send buffer is smaller than its messages writes each
+    /// in two parts: the part read first is completed in place, not copied
+    /// to a new buffer with every message.
+    #[tokio::test]
+    async fn a_message_arriving_in_parts_is_completed_where_it_is() {
+        // The first part of every third message leaves less than a quarter
+        // chunk of room.
+        let len = CHUNK / 4 + 600;
+        let mut arrivals = Vec::new();
+        for _ in 0..50 {
+            let mut f = frame(len);
+            let rest = f.split_off(len - 400);
+            arrivals.push(f);
+            arrivals.push(rest);
+        }
+        let copied = copied_reading(arrivals, 50, len).await;
+        assert_eq!(copied, 0);
+    }
+
+    /// Whole messages of a third of the read chunk: two leave more than a
+    /// quarter chunk of room, into which the next is read across the
+    /// buffer's end. After the first time, the buffer is replaced before
+    /// that happens.
+    #[tokio::test]
+    async fn messages_are_not_read_across_a_buffer_end_again() {
+        let len = CHUNK / 3;
+        let arrivals = (0..200).map(|_| frame(len)).collect();
+        let copied = copied_reading(arrivals, 200, len).await;
+        assert!(copied <= (4 + len) as u64, "copied {copied} bytes");
     }
 }

@@ -280,6 +280,13 @@ impl Decoder for RpcDecoder {
         }
         self.frames.decode(src)
     }
+
+    fn frame_len(&self, src: &[u8]) -> Option<usize> {
+        if !self.preface_seen {
+            return None;
+        }
+        self.frames.frame_len(src)
+    }
 }
 
 /// What a connection's reader gets: a frame, or a run of plain messages of
@@ -315,6 +322,10 @@ impl Decoder for RunDecoder {
             }
         }
         Ok(self.0.decode(src)?.map(Received::Frame))
+    }
+
+    fn frame_len(&self, src: &[u8]) -> Option<usize> {
+        self.0.frame_len(src)
     }
 }
 

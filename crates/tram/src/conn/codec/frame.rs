@@ -35,6 +35,10 @@ impl Decoder for FrameCodec {
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, tram_wire::Error> {
         self.decoder.decode(src)
     }
+
+    fn frame_len(&self, src: &[u8]) -> Option<usize> {
+        self.decoder.frame_len(src)
+    }
 }
 
 impl Encoder<Frame> for FrameCodec {

@@ -84,6 +84,12 @@ impl Decoder for LengthDelimited {
         msg.advance(4);
         Ok(Some(msg))
     }
+
+    fn frame_len(&self, src: &[u8]) -> Option<usize> {
+        let prefix = src.first_chunk::<4>()?;
+        let len = u32::from_be_bytes(*prefix) as usize;
+        (len <= self.max_len).then_some(4 + len)
+    }
 }
 
 impl DecodeRef for LengthDelimited {

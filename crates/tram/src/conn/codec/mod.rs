@@ -40,6 +40,17 @@ pub trait Decoder {
     /// When the bytes can never form a valid message; the connection is
     /// closed.
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error>;
+
+    /// The whole length in bytes of the message `src` begins with, if its
+    /// length is already known (its prefix read) though not all of it is
+    /// there. The connection uses it only to leave room for messages that
+    /// large before it reads on, so that such a message is not read
+    /// across the end of its buffer and copied to the next; it never sizes
+    /// an allocation. `None` (the default) when unknown.
+    fn frame_len(&self, src: &[u8]) -> Option<usize> {
+        let _ = src;
+        None
+    }
 }
 
 /// A decoder that can also parse a message in place, borrowed from the

@@ -101,6 +101,13 @@ impl<In: prost::Message + Default, Out> Decoder for ProstCodec<In, Out> {
         body.advance(n);
         Ok(Some(In::decode(body)?))
     }
+
+    fn frame_len(&self, src: &[u8]) -> Option<usize> {
+        match tram_wire::varint::decode(src) {
+            Ok(Some((len, n))) if len <= self.max_len as u64 => Some(n + len as usize),
+            _ => None,
+        }
+    }
 }
 
 impl<In, Out: prost::Message> Encoder<Out> for ProstCodec<In, Out> {
