@@ -222,3 +222,68 @@ async fn floor_echo(stream: TcpStream) -> anyhow::Result<()> {
         buf.reserve(64 * 1024);
     }
 }
+
+/// The open-loop floor (`rate`): calls written in the batches the
+/// schedule hands out, one `write` per batch, each frame carrying its
+/// call's intended send time; one reader hands every echo's intended time
+/// to `on_echo`. No correlation and no task per call: the least an
+/// open-loop round trip costs at a given rate on this guest.
+pub(crate) struct FloorOpenLoop {
+    wr: tokio::sync::Mutex<tokio::net::tcp::OwnedWriteHalf>,
+    payload: bytes::Bytes,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl FloorOpenLoop {
+    /// Connects to the echo floor at `addr`; `on_echo` gets the intended
+    /// send times of each read's echoed frames.
+    pub(crate) async fn connect(
+        addr: SocketAddr,
+        payload: bytes::Bytes,
+        mut on_echo: impl FnMut(&[u64]) + Send + 'static,
+    ) -> anyhow::Result<FloorOpenLoop> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (mut rd, wr) = stream.into_split();
+        let reader = tokio::spawn(async move {
+            let mut buf = BytesMut::with_capacity(64 * 1024);
+            let mut sent = Vec::new();
+            while matches!(rd.read_buf(&mut buf).await, Ok(n) if n > 0) {
+                sent.clear();
+                while buf.len() >= 4 {
+                    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                    if buf.len() < 4 + len {
+                        break;
+                    }
+                    sent.push((&buf[4..12]).get_u64());
+                    buf.advance(4 + len);
+                }
+                on_echo(&sent);
+                buf.reserve(64 * 1024);
+            }
+        });
+        Ok(FloorOpenLoop {
+            wr: tokio::sync::Mutex::new(wr),
+            payload,
+            reader,
+        })
+    }
+
+    /// Writes one frame per intended send time (nanoseconds), in one
+    /// `write`.
+    pub(crate) async fn send(&self, intended: impl Iterator<Item = u64>) -> std::io::Result<()> {
+        let mut buf = BytesMut::new();
+        for t in intended {
+            buf.put_u32((8 + self.payload.len()) as u32);
+            buf.put_u64(t);
+            buf.put_slice(&self.payload);
+        }
+        self.wr.lock().await.write_all(&buf).await
+    }
+}
+
+impl Drop for FloorOpenLoop {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use tokio::net::TcpListener;
 
 pub(crate) use echo::{EchoMessage, STREAM_PATH};
-pub(crate) use floor::{floor_closed_loop, floor_push_client, floor_stream_client};
+pub(crate) use floor::{FloorOpenLoop, floor_closed_loop, floor_push_client, floor_stream_client};
 pub(crate) use protosocket::protosocket_stream_client;
 pub(crate) use tram::{tram_rpc_stream_client, tram_stream_client};
 

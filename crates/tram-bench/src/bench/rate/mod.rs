@@ -10,35 +10,33 @@
 //! costs are the same for every system. Waking for every call instead would
 //! make the dispatcher a fifth busy thread on a two-vCPU machine, and the
 //! stalls it caused the client and server threads would dominate every
-//! system's p99. The rates are
-//! swept upwards, the systems interleaved at each rate; a system leaves the
-//! sweep once it falls behind its schedule or its p99.9 passes 100 ms.
+//! system's p99. The floor takes the same batches but writes each in one
+//! `write`, and one reader takes the echoes (no task per call): the least
+//! an open-loop round trip costs on the guest, so that a tail every system
+//! shares shows as the machine's. The rates are swept upwards, the systems
+//! interleaved at each rate; a system leaves the sweep once it falls behind
+//! its schedule or its p99.9 passes 100 ms.
 //!
 //! Reported for each system: the highest rate at which p99.9 stayed under
 //! 1 ms and under 5 ms (the Momento criterion), and latency percentiles
 //! against achieved throughput on one SVG chart.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
-
-use anyhow::{Context, bail};
-use bytes::Bytes;
-use parking_lot::Mutex;
+use anyhow::bail;
 
 use crate::report::results::{RateReport, Step, SystemSweep};
 use crate::report::{Machine, Percentiles, Summary, si, write_json};
 use crate::runner::latency::{Hist, new_hist};
-use crate::runner::{ProcArgs, Server, client_runtime, pid_cpu, self_cpu};
-use crate::systems::{self, System, UnaryClient, Workload};
+use crate::runner::{ProcArgs, Server, client_runtime};
+use crate::systems::{self, System, Workload};
 
 /// What `rate` runs.
-const SYSTEMS: [System; 5] = [
+const SYSTEMS: [System; 6] = [
     System::Tram,
     System::TramCores,
     System::TramObserved,
     System::Tonic,
     System::Protosocket,
+    System::Floor,
 ];
 
 /// Options of `tram-bench rate`.
@@ -141,6 +139,9 @@ struct RoundResult {
     server_us: f64,
     errors: u64,
 }
+
+mod step;
+use step::step;
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     systems::check("rate", &args.systems, &SYSTEMS)?;
@@ -332,179 +333,6 @@ fn print_tables(systems: &[SystemSweep]) {
             }
         }
     }
-}
-
-/// Counters of one step, shared by the dispatcher and the calls.
-struct StepState {
-    /// One per connection; call `i` goes to `clients[i % len]`.
-    clients: Vec<UnaryClient>,
-    payload: Bytes,
-    epoch: Instant,
-    schedule: Schedule,
-    /// The measuring window, in nanoseconds from `epoch`.
-    window: (u64, u64),
-    hist: Mutex<Hist>,
-    in_flight: AtomicUsize,
-    /// Calls completed inside the window (by completion time).
-    completed_in_window: AtomicU64,
-    errors: AtomicU64,
-}
-
-impl StepState {
-    async fn one(self: Arc<Self>, i: u64) {
-        let intended = self.schedule.intended(i);
-        let id = i + 1;
-        let mut client = self.clients[(i % self.clients.len() as u64) as usize].clone();
-        let ok = matches!(client.call(id, self.payload.clone()).await, Ok(got) if got == id);
-        let done = self.epoch.elapsed().as_nanos() as u64;
-        let (start, end) = self.window;
-        if (start..end).contains(&intended) {
-            if ok {
-                self.hist
-                    .lock()
-                    .saturating_record(done.saturating_sub(intended).max(1));
-            } else {
-                self.errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        if ok && (start..end).contains(&done) {
-            self.completed_in_window.fetch_add(1, Ordering::Relaxed);
-        }
-        self.in_flight.fetch_sub(1, Ordering::Release);
-    }
-}
-
-/// Runs one system at one rate on a fresh connection: warm-up, then the
-/// measuring window, then waits for the window's calls to finish.
-async fn step(
-    system: System,
-    server: &Server,
-    rate: u64,
-    args: &Args,
-) -> anyhow::Result<RoundResult> {
-    let mut clients = Vec::with_capacity(args.connections.max(1));
-    for _ in 0..args.connections.max(1) {
-        let client = UnaryClient::connect(system, server.addr())
-            .await
-            .with_context(|| format!("{system}: connecting"))?;
-        clients.push(client);
-    }
-    let warm = (args.warmup * 1e9) as u64;
-    let end = warm + (args.secs * 1e9) as u64;
-    let state = Arc::new(StepState {
-        clients,
-        payload: Bytes::from(vec![0xab; args.payload]),
-        epoch: Instant::now(),
-        schedule: Schedule::new(rate),
-        window: (warm, end),
-        hist: Mutex::new(new_hist()),
-        in_flight: AtomicUsize::new(0),
-        completed_in_window: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-    });
-    let cpu = Arc::new(Mutex::new(None));
-    let stop = Arc::new(AtomicBool::new(false));
-    let dispatcher = std::thread::Builder::new()
-        .name("dispatcher".into())
-        .spawn({
-            let (state, handle) = (state.clone(), tokio::runtime::Handle::current());
-            let (max_in_flight, stop) = (args.max_in_flight, stop.clone());
-            let server_pid = server.pid();
-            let cpu = cpu.clone();
-            move || dispatch(&state, &handle, max_in_flight, &stop, server_pid, &cpu)
-        })?;
-    // Wait for the schedule to run out, then for the window's calls.
-    let finished = tokio::task::spawn_blocking(move || dispatcher.join()).await?;
-    finished.map_err(|_| anyhow::anyhow!("dispatcher panicked"))??;
-    let grace = Instant::now() + Duration::from_secs(5);
-    while state.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < grace {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    stop.store(true, Ordering::Relaxed);
-    let ((c0, s0), (c1, s1)) = cpu.lock().take().context("no CPU readings")?;
-    let secs = args.secs;
-    let completed = state.completed_in_window.load(Ordering::Relaxed) as f64;
-    let calls = (completed).max(1.0);
-    let result = RoundResult {
-        achieved: completed / secs,
-        hist: std::mem::replace(&mut *state.hist.lock(), new_hist()),
-        client_us: (c1 - c0).as_secs_f64() * 1e6 / calls,
-        server_us: (s1 - s0).as_secs_f64() * 1e6 / calls,
-        errors: state.errors.load(Ordering::Relaxed)
-            + state.in_flight.load(Ordering::Acquire) as u64,
-    };
-    Ok(result)
-}
-
-/// The dispatcher's shortest sleep, in nanoseconds.
-const MIN_NAP: u64 = 50_000;
-
-type CpuReadings = Option<((Duration, Duration), (Duration, Duration))>;
-
-/// The schedule keeper: issues every call due, in batches, until the end of
-/// the window; reads both processes' CPU at the window's edges.
-fn dispatch(
-    state: &Arc<StepState>,
-    handle: &tokio::runtime::Handle,
-    max_in_flight: usize,
-    stop: &AtomicBool,
-    server_pid: u32,
-    cpu: &Mutex<CpuReadings>,
-) -> anyhow::Result<()> {
-    // Timer slack is 50 µs by default: each sleep would overshoot by that
-    // much on top of the wake-up itself. 1 ns keeps the schedule close.
-    crate::runner::tight_timer_slack();
-    let (start, end) = state.window;
-    let total = state.schedule.due_by(end.saturating_sub(1));
-    let read_cpu =
-        || -> anyhow::Result<(Duration, Duration)> { Ok((self_cpu()?, pid_cpu(server_pid)?)) };
-    let mut first = None;
-    let mut issued = 0u64;
-    while issued < total && !stop.load(Ordering::Relaxed) {
-        let now = state.epoch.elapsed().as_nanos() as u64;
-        if first.is_none() && now >= start {
-            first = Some(read_cpu()?);
-        }
-        let due = state.schedule.due_by(now).min(total);
-        let room = max_in_flight.saturating_sub(state.in_flight.load(Ordering::Acquire)) as u64;
-        let upto = due.min(issued + room);
-        if upto > issued {
-            state
-                .in_flight
-                .fetch_add((upto - issued) as usize, Ordering::AcqRel);
-            let batch = issued..upto;
-            let s = state.clone();
-            handle.spawn(async move {
-                for i in batch {
-                    tokio::spawn(s.clone().one(i));
-                }
-            });
-            issued = upto;
-        }
-        let next = if issued < due {
-            // Held back by max_in_flight: look again shortly.
-            now + 50_000
-        } else {
-            state.schedule.intended(issued)
-        };
-        let now = state.epoch.elapsed().as_nanos() as u64;
-        if next > now {
-            // A wake-up takes ~20 µs here even with no slack: aim early, but
-            // sleep at least `MIN_NAP` (calls due meanwhile go as a batch).
-            let nap = (next - now)
-                .saturating_sub(20_000)
-                .clamp(MIN_NAP, 1_000_000);
-            std::thread::sleep(Duration::from_nanos(nap));
-        }
-    }
-    // The window's end, for the CPU reading.
-    let now = state.epoch.elapsed().as_nanos() as u64;
-    if now < end {
-        std::thread::sleep(Duration::from_nanos(end - now));
-    }
-    let last = read_cpu()?;
-    *cpu.lock() = Some((first.unwrap_or(last), last));
-    Ok(())
 }
 
 #[cfg(test)]

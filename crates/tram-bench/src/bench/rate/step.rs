@@ -1,0 +1,225 @@
+//! One point of the sweep: a system at one rate, on a fresh connection,
+//! its calls issued on schedule by a dispatcher thread.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::{Args, RoundResult, Schedule};
+use crate::runner::latency::{Hist, new_hist};
+use crate::runner::{Server, pid_cpu, self_cpu};
+use crate::systems::{self, System, UnaryClient};
+
+/// Counters of one step, shared by the dispatcher and the calls.
+struct StepState {
+    /// One per connection; call `i` goes to `clients[i % len]`.
+    clients: Vec<UnaryClient>,
+    /// The open-loop floor, which takes the schedule's batches instead.
+    floor: std::sync::OnceLock<systems::FloorOpenLoop>,
+    payload: Bytes,
+    epoch: Instant,
+    schedule: Schedule,
+    /// The measuring window, in nanoseconds from `epoch`.
+    window: (u64, u64),
+    hist: Mutex<Hist>,
+    in_flight: AtomicUsize,
+    /// Calls completed inside the window (by completion time).
+    completed_in_window: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl StepState {
+    async fn one(self: Arc<Self>, i: u64) {
+        let intended = self.schedule.intended(i);
+        let id = i + 1;
+        let mut client = self.clients[(i % self.clients.len() as u64) as usize].clone();
+        let ok = matches!(client.call(id, self.payload.clone()).await, Ok(got) if got == id);
+        self.finish(intended, ok);
+    }
+
+    /// Records a call due at `intended` as answered (`ok`) or failed now.
+    fn finish(&self, intended: u64, ok: bool) {
+        let done = self.epoch.elapsed().as_nanos() as u64;
+        let (start, end) = self.window;
+        if (start..end).contains(&intended) {
+            if ok {
+                self.hist
+                    .lock()
+                    .saturating_record(done.saturating_sub(intended).max(1));
+            } else {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if ok && (start..end).contains(&done) {
+            self.completed_in_window.fetch_add(1, Ordering::Relaxed);
+        }
+        self.in_flight.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Issues the calls of `batch`: to the floor in one write, or each as
+    /// its own task.
+    async fn issue(self: Arc<Self>, batch: std::ops::Range<u64>) {
+        if let Some(floor) = self.floor.get() {
+            let times = batch.clone().map(|i| self.schedule.intended(i));
+            if floor.send(times).await.is_err() {
+                for i in batch {
+                    self.finish(self.schedule.intended(i), false);
+                }
+            }
+            return;
+        }
+        for i in batch {
+            tokio::spawn(self.clone().one(i));
+        }
+    }
+}
+
+/// Runs one system at one rate on a fresh connection: warm-up, then the
+/// measuring window, then waits for the window's calls to finish.
+pub(super) async fn step(
+    system: System,
+    server: &Server,
+    rate: u64,
+    args: &Args,
+) -> anyhow::Result<RoundResult> {
+    let floor = system == System::Floor;
+    if floor && args.connections > 1 {
+        bail!("the open-loop floor runs over one connection");
+    }
+    let mut clients = Vec::with_capacity(args.connections.max(1));
+    for _ in 0..args.connections.max(1) * usize::from(!floor) {
+        let client = UnaryClient::connect(system, server.addr())
+            .await
+            .with_context(|| format!("{system}: connecting"))?;
+        clients.push(client);
+    }
+    let warm = (args.warmup * 1e9) as u64;
+    let end = warm + (args.secs * 1e9) as u64;
+    let state = Arc::new(StepState {
+        clients,
+        floor: std::sync::OnceLock::new(),
+        payload: Bytes::from(vec![0xab; args.payload]),
+        epoch: Instant::now(),
+        schedule: Schedule::new(rate),
+        window: (warm, end),
+        hist: Mutex::new(new_hist()),
+        in_flight: AtomicUsize::new(0),
+        completed_in_window: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+    });
+    if floor {
+        let weak = Arc::downgrade(&state);
+        let client =
+            systems::FloorOpenLoop::connect(server.addr(), state.payload.clone(), move |sent| {
+                if let Some(state) = weak.upgrade() {
+                    for &t in sent {
+                        state.finish(t, true);
+                    }
+                }
+            })
+            .await
+            .context("floor: connecting")?;
+        let _ = state.floor.set(client);
+    }
+    let cpu = Arc::new(Mutex::new(None));
+    let stop = Arc::new(AtomicBool::new(false));
+    let dispatcher = std::thread::Builder::new()
+        .name("dispatcher".into())
+        .spawn({
+            let (state, handle) = (state.clone(), tokio::runtime::Handle::current());
+            let (max_in_flight, stop) = (args.max_in_flight, stop.clone());
+            let server_pid = server.pid();
+            let cpu = cpu.clone();
+            move || dispatch(&state, &handle, max_in_flight, &stop, server_pid, &cpu)
+        })?;
+    // Wait for the schedule to run out, then for the window's calls.
+    let finished = tokio::task::spawn_blocking(move || dispatcher.join()).await?;
+    finished.map_err(|_| anyhow::anyhow!("dispatcher panicked"))??;
+    let grace = Instant::now() + Duration::from_secs(5);
+    while state.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < grace {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let ((c0, s0), (c1, s1)) = cpu.lock().take().context("no CPU readings")?;
+    let secs = args.secs;
+    let completed = state.completed_in_window.load(Ordering::Relaxed) as f64;
+    let calls = (completed).max(1.0);
+    let result = RoundResult {
+        achieved: completed / secs,
+        hist: std::mem::replace(&mut *state.hist.lock(), new_hist()),
+        client_us: (c1 - c0).as_secs_f64() * 1e6 / calls,
+        server_us: (s1 - s0).as_secs_f64() * 1e6 / calls,
+        errors: state.errors.load(Ordering::Relaxed)
+            + state.in_flight.load(Ordering::Acquire) as u64,
+    };
+    Ok(result)
+}
+
+/// The dispatcher's shortest sleep, in nanoseconds.
+const MIN_NAP: u64 = 50_000;
+
+type CpuReadings = Option<((Duration, Duration), (Duration, Duration))>;
+
+/// The schedule keeper: issues every call due, in batches, until the end of
+/// the window; reads both processes' CPU at the window's edges.
+fn dispatch(
+    state: &Arc<StepState>,
+    handle: &tokio::runtime::Handle,
+    max_in_flight: usize,
+    stop: &AtomicBool,
+    server_pid: u32,
+    cpu: &Mutex<CpuReadings>,
+) -> anyhow::Result<()> {
+    // Timer slack is 50 µs by default: each sleep would overshoot by that
+    // much on top of the wake-up itself. 1 ns keeps the schedule close.
+    crate::runner::tight_timer_slack();
+    let (start, end) = state.window;
+    let total = state.schedule.due_by(end.saturating_sub(1));
+    let read_cpu =
+        || -> anyhow::Result<(Duration, Duration)> { Ok((self_cpu()?, pid_cpu(server_pid)?)) };
+    let mut first = None;
+    let mut issued = 0u64;
+    while issued < total && !stop.load(Ordering::Relaxed) {
+        let now = state.epoch.elapsed().as_nanos() as u64;
+        if first.is_none() && now >= start {
+            first = Some(read_cpu()?);
+        }
+        let due = state.schedule.due_by(now).min(total);
+        let room = max_in_flight.saturating_sub(state.in_flight.load(Ordering::Acquire)) as u64;
+        let upto = due.min(issued + room);
+        if upto > issued {
+            state
+                .in_flight
+                .fetch_add((upto - issued) as usize, Ordering::AcqRel);
+            handle.spawn(state.clone().issue(issued..upto));
+            issued = upto;
+        }
+        let next = if issued < due {
+            // Held back by max_in_flight: look again shortly.
+            now + 50_000
+        } else {
+            state.schedule.intended(issued)
+        };
+        let now = state.epoch.elapsed().as_nanos() as u64;
+        if next > now {
+            // A wake-up takes ~20 µs here even with no slack: aim early, but
+            // sleep at least `MIN_NAP` (calls due meanwhile go as a batch).
+            let nap = (next - now)
+                .saturating_sub(20_000)
+                .clamp(MIN_NAP, 1_000_000);
+            std::thread::sleep(Duration::from_nanos(nap));
+        }
+    }
+    // The window's end, for the CPU reading.
+    let now = state.epoch.elapsed().as_nanos() as u64;
+    if now < end {
+        std::thread::sleep(Duration::from_nanos(end - now));
+    }
+    let last = read_cpu()?;
+    *cpu.lock() = Some((first.unwrap_or(last), last));
+    Ok(())
+}
