@@ -23,6 +23,15 @@ use crate::runner::flow::Window;
 use crate::runner::latency::{Hist, new_hist};
 use crate::runner::load::Load;
 
+/// The length of the frame `buf` begins with (prefix included), if all of
+/// it is there.
+#[inline]
+fn whole_frame(buf: &[u8]) -> Option<usize> {
+    let prefix = buf.first_chunk::<4>()?;
+    let len = 4 + u32::from_be_bytes(*prefix) as usize;
+    (buf.len() >= len).then_some(len)
+}
+
 /// Serves the echo floor until aborted.
 pub(super) async fn serve_echo(listener: TcpListener) -> anyhow::Result<()> {
     loop {
@@ -84,13 +93,9 @@ pub(crate) async fn floor_closed_loop(load: Load, addr: SocketAddr) -> anyhow::R
         }
         let now = epoch.elapsed().as_nanos() as u64;
         let mut n = 0;
-        while buf.len() >= 4 {
-            let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-            if buf.len() < 4 + len {
-                break;
-            }
+        while let Some(len) = whole_frame(&buf) {
             let sent = (&buf[4..12]).get_u64();
-            buf.advance(4 + len);
+            buf.advance(len);
             if load.recording.load(Ordering::Relaxed) {
                 hist.record(now.saturating_sub(sent).max(1))?;
             }
@@ -144,12 +149,8 @@ pub(crate) async fn floor_stream_client(
             break;
         }
         let mut frames = 0;
-        while buf.len() >= 4 {
-            let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-            if buf.len() < 4 + len {
-                break;
-            }
-            buf.advance(4 + len);
+        while let Some(len) = whole_frame(&buf) {
+            buf.advance(len);
             frames += 1;
         }
         win.arrived(frames, &received);
@@ -172,12 +173,8 @@ pub(crate) async fn floor_push_client(
             return Ok(());
         }
         let mut frames = 0;
-        while buf.len() >= 4 {
-            let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-            if buf.len() < 4 + len {
-                break;
-            }
-            buf.advance(4 + len);
+        while let Some(len) = whole_frame(&buf) {
+            buf.advance(len);
             frames += 1;
         }
         received.fetch_add(frames, Ordering::Relaxed);
@@ -209,13 +206,8 @@ async fn floor_echo(stream: TcpStream) -> anyhow::Result<()> {
         }
         // Echo every complete frame straight from the read buffer.
         let mut complete = 0;
-        while buf.len() - complete >= 4 {
-            let at = &buf[complete..];
-            let len = u32::from_be_bytes([at[0], at[1], at[2], at[3]]) as usize;
-            if at.len() < 4 + len {
-                break;
-            }
-            complete += 4 + len;
+        while let Some(len) = whole_frame(&buf[complete..]) {
+            complete += len;
         }
         wr.write_all(&buf[..complete]).await?;
         buf.advance(complete);
@@ -250,13 +242,9 @@ impl FloorOpenLoop {
             let mut sent = Vec::new();
             while matches!(rd.read_buf(&mut buf).await, Ok(n) if n > 0) {
                 sent.clear();
-                while buf.len() >= 4 {
-                    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-                    if buf.len() < 4 + len {
-                        break;
-                    }
+                while let Some(len) = whole_frame(&buf) {
                     sent.push((&buf[4..12]).get_u64());
-                    buf.advance(4 + len);
+                    buf.advance(len);
                 }
                 on_echo(&sent);
                 buf.reserve(64 * 1024);

@@ -90,8 +90,10 @@ pub(super) async fn step(
     if floor && args.connections > 1 {
         bail!("the open-loop floor runs over one connection");
     }
-    let mut clients = Vec::with_capacity(args.connections.max(1));
-    for _ in 0..args.connections.max(1) * usize::from(!floor) {
+    // The floor has a client of its own, made once the state is.
+    let connections = if floor { 0 } else { args.connections.max(1) };
+    let mut clients = Vec::with_capacity(connections);
+    for _ in 0..connections {
         let client = UnaryClient::connect(system, server.addr())
             .await
             .with_context(|| format!("{system}: connecting"))?;
