@@ -61,6 +61,13 @@ enum Command {
     /// stdin closes.
     #[command(hide = true)]
     Serve(ServeArgs),
+    /// (internal) Keeps `--threads` threads busy until stdin closes: the
+    /// noisy neighbours of `--neighbours`.
+    #[command(hide = true)]
+    Spin {
+        #[arg(long, default_value_t = 1)]
+        threads: u16,
+    },
 }
 
 /// Arguments of the hidden `serve` subcommand.
@@ -94,6 +101,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(a) => runner::serve_child(a.cpu, a.workers, a.port, |listener| {
             systems::serve(a.workload, a.system, listener, a.workers)
         }),
+        Command::Spin { threads } => runner::neighbours::spin(threads),
     }
 }
 
@@ -154,12 +162,21 @@ mod tests {
         };
         assert_eq!((a.proc.workers, a.proc.client_workers), (2, Some(1)));
         assert_eq!(a.proc.describe(), "1 client worker, 2 per server");
+        let Command::Compare(a) = parse(&["compare", "--neighbours", "1"]).unwrap().command else {
+            panic!("not compare")
+        };
+        assert_eq!(a.proc.neighbours, 1);
+        assert_eq!(
+            a.proc.describe(),
+            "2 workers per process, 1 busy neighbour thread"
+        );
     }
 
     #[test]
     fn bad_arguments_are_refused() {
         assert!(parse(&["compare", "--workers", "0"]).is_err());
         assert!(parse(&["compare", "--client-workers", "0"]).is_err());
+        assert!(parse(&["compare", "--neighbours", "65"]).is_err());
         assert!(parse(&["compare", "--concurrency", "many"]).is_err());
         assert!(parse(&["rate", "--rates", "10k,fast"]).is_err());
         assert!(parse(&["frobnicate"]).is_err());

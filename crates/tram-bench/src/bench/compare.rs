@@ -60,6 +60,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     systems::check("compare", &args.systems, &SYSTEMS)?;
+    let _neighbours = crate::runner::neighbours::Neighbours::start(&args.proc)?;
     systems::prepare(&args.systems);
     let servers = args
         .systems

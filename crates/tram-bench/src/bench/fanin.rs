@@ -69,6 +69,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     systems::check("fanin", &args.systems, &SYSTEMS)?;
+    let _neighbours = crate::runner::neighbours::Neighbours::start(&args.proc)?;
     systems::prepare(&args.systems);
     let servers = args
         .systems

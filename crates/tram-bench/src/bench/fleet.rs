@@ -97,6 +97,7 @@ const BUCKET: Duration = Duration::from_millis(100);
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     crate::systems::check("fleet", &args.systems, &[System::Tram, System::Tonic])?;
+    let _neighbours = crate::runner::neighbours::Neighbours::start(&args.proc)?;
     let rt = client_runtime(&args.proc)?;
     println!(
         "fleet: {} servers, {} calls/s open loop, {} s per phase ({}), the slowed server {} µs per call, {}",

@@ -93,6 +93,7 @@ struct Sample {
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     systems::check("stream", &args.systems, &SYSTEMS)?;
+    let _neighbours = crate::runner::neighbours::Neighbours::start(&args.proc)?;
     let servers = args
         .systems
         .iter()

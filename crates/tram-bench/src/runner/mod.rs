@@ -7,6 +7,7 @@
 pub(crate) mod flow;
 pub(crate) mod latency;
 pub(crate) mod load;
+pub(crate) mod neighbours;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -31,6 +32,10 @@ pub(crate) struct ProcArgs {
     /// places threads.
     #[arg(long)]
     pub(crate) pin: bool,
+    /// Busy threads, in a process of their own, competing for the CPUs
+    /// for the whole run: noisy neighbours on the same machine.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub(crate) neighbours: u16,
     /// Directory for the JSON results and SVG charts.
     #[arg(long, default_value = "target/tram-bench")]
     #[serde(skip)]
@@ -53,10 +58,15 @@ impl ProcArgs {
                 if self.workers == 1 { "" } else { "s" }
             ),
         };
-        if self.pin {
+        let workers = if self.pin {
             workers + ", pinned"
         } else {
             workers
+        };
+        match self.neighbours {
+            0 => workers,
+            1 => workers + ", 1 busy neighbour thread",
+            n => format!("{workers}, {n} busy neighbour threads"),
         }
     }
 }

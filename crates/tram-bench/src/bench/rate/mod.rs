@@ -145,6 +145,7 @@ use step::step;
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     systems::check("rate", &args.systems, &SYSTEMS)?;
+    let _neighbours = crate::runner::neighbours::Neighbours::start(&args.proc)?;
     systems::prepare(&args.systems);
     if args.rates.is_empty() {
         bail!("no rates to sweep");
