@@ -2,7 +2,7 @@ package tram
 
 // window decides the credit a receiver returns (PROTOCOL.md §6.3): each
 // time half the window has been consumed, that much comes back, and the
-// window grows toward 256 KiB of unread messages (at most 16384 messages),
+// window grows toward 1 MiB of unread messages (at most 65536 messages),
 // so that a stream of small messages is not held to a round trip per few
 // dozen, as the Rust side does.
 type window struct {
@@ -13,8 +13,8 @@ type window struct {
 }
 
 const (
-	windowBytes = 256 << 10
-	windowMax   = 16384
+	windowBytes = 1 << 20
+	windowMax   = 65536
 )
 
 // consume records a message of n bytes; the credit to grant now, if any.

@@ -56,15 +56,17 @@ pub(super) struct CallState {
 /// (counted in messages, as credit is) grows past the advertised
 /// `initial_credit` while messages are small, so that a stream of small
 /// messages is not held to a few dozen per round trip, and shrinks back as
-/// they grow.
-const WINDOW_BYTES: usize = 256 * 1024;
-/// The largest window, in messages: 256 KiB of 16-byte messages. Plain
+/// they grow. Half of it is what the sender may still send while a grant
+/// is on its way back and the sender wakes to it: at a quarter of this, a
+/// sender of small messages outran it and both sides took turns sleeping.
+const WINDOW_BYTES: usize = 1024 * 1024;
+/// The largest window, in messages: 1 MiB of 16-byte messages. Plain
 /// messages wait in the runs they arrived in, so queued messages cost
 /// little beyond their bytes, and a large window keeps a sender of small
 /// messages from waiting for credit; a slow reader's heap stays about a
 /// window's bytes (`tests/rpc_memory.rs`). Messages of 64 bytes or more are
-/// held to 256 KiB by their size before this cap.
-pub(super) const MAX_WINDOW: u32 = 16384;
+/// held to 1 MiB by their size before this cap.
+pub(super) const MAX_WINDOW: u32 = 65536;
 
 impl CallState {
     /// Counts what `taken` says was consumed since it last came here; the
