@@ -398,6 +398,12 @@ pub fn encode_message_header<B: BufMut + ?Sized>(
     payload_len: usize,
 ) {
     let f = if end_stream { flags::END_STREAM } else { 0 };
+    if call < 0x80 && payload_len < 0x7f {
+        // Both varints one byte each: the whole header in one write.
+        let ty = (FrameType::Message as u8) << 4 | f;
+        dst.put_slice(&[ty, 1 + payload_len as u8, call as u8]);
+        return;
+    }
     let body = varint::encoded_len(call.into()) + payload_len;
     put_header(dst, FrameType::Message, f, body);
     varint::put(dst, u64::from(call));
@@ -509,5 +515,23 @@ mod tests {
             }
         );
         assert_eq!(pong.reply(), None, "an answer is not answered");
+    }
+
+    #[test]
+    fn a_message_header_is_the_same_written_whole_or_field_by_field() {
+        for call in [0, 1, 5, 126, 127, 128, 300, u32::MAX] {
+            for len in [0, 1, 100, 125, 126, 127, 128, 200, 70_000] {
+                for end_stream in [false, true] {
+                    let mut fast = Vec::new();
+                    encode_message_header(&mut fast, call, end_stream, len);
+                    let mut slow = Vec::new();
+                    let f = if end_stream { flags::END_STREAM } else { 0 };
+                    let body = varint::encoded_len(call.into()) + len;
+                    put_header(&mut slow, FrameType::Message, f, body);
+                    varint::put(&mut slow, u64::from(call));
+                    assert_eq!(fast, slow, "call {call}, {len} bytes, end {end_stream}");
+                }
+            }
+        }
     }
 }
