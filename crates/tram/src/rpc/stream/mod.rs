@@ -196,20 +196,22 @@ impl<M: prost::Message + Default> Streaming<M> {
     /// The call's status if it failed, or [`Code::Internal`](tram_wire::Code)
     /// for a message that does not decode.
     pub async fn message(&mut self) -> Result<Option<M>, Status> {
-        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next_message(cx))
-            .await
-            .transpose()
+        let mut msg = M::default();
+        let got = std::future::poll_fn(|cx| self.poll_into(cx, &mut msg)).await?;
+        Ok(got.then_some(msg))
     }
 
-    fn poll_next_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<M, Status>>> {
+    /// Decodes the next message into `msg` (a default one): `true` when
+    /// there was one, `false` once the peer has finished.
+    ///
+    /// The message is decoded where the caller keeps it rather than built
+    /// here and moved out: each move reads back, in wider loads, fields
+    /// the decoder has only just stored, and waits for those stores to
+    /// land (a fifth of a small message's cost, measured).
+    fn poll_into(&mut self, cx: &mut Context<'_>, msg: &mut M) -> Poll<Result<bool, Status>> {
         let mut grant = 0;
-        // Built in place: the message is decoded where it is returned from.
-        let mut out = Poll::Ready(Some(Ok(M::default())));
-        loop {
+        let outcome = loop {
             let before = self.taken.bytes;
-            let Poll::Ready(Some(Ok(msg))) = &mut out else {
-                unreachable!("a message until the loop ends")
-            };
             if let Some(decoded) = self.taken.next_into(msg) {
                 if let Some((method, requests)) = &self.observed {
                     method.message(*requests, || self.taken.bytes - before);
@@ -217,39 +219,31 @@ impl<M: prost::Message + Default> Streaming<M> {
                 if self.taken.due() {
                     grant += self.shared.credit(&mut self.taken);
                 }
-                if let Err(e) = decoded {
-                    let status = Status::internal(format!("message does not decode: {e}"));
-                    out = Poll::Ready(Some(Err(status)));
-                }
-                break;
+                break decoded
+                    .map(|()| true)
+                    .map_err(|e| Status::internal(format!("message does not decode: {e}")));
             }
             let (took, g) = self.shared.poll_take(&mut self.taken, cx);
             grant += g;
             match took {
                 Poll::Ready(Some(Ok(()))) => {}
-                Poll::Ready(Some(Err(status))) => {
-                    out = Poll::Ready(Some(Err(status)));
-                    break;
-                }
-                Poll::Ready(None) => {
-                    out = Poll::Ready(None);
-                    break;
-                }
+                Poll::Ready(Some(Err(status))) => break Err(status),
+                Poll::Ready(None) => break Ok(false),
                 Poll::Pending => {
                     self.send_credit(grant);
                     return Poll::Pending;
                 }
             }
-        }
+        };
         self.send_credit(grant);
         if self.call_observed.is_some() {
-            match &out {
-                Poll::Ready(None) => self.end_observed(tram_wire::Code::Ok),
-                Poll::Ready(Some(Err(status))) => self.end_observed(status.code()),
-                _ => {}
+            match &outcome {
+                Ok(false) => self.end_observed(tram_wire::Code::Ok),
+                Err(status) => self.end_observed(status.code()),
+                Ok(true) => {}
             }
         }
-        out
+        Poll::Ready(outcome)
     }
 
     /// Grants the peer `grant` more messages, if any (checked inline: most
@@ -274,7 +268,12 @@ impl<M: prost::Message + Default> futures_core::Stream for Streaming<M> {
     type Item = Result<M, Status>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.get_mut().poll_next_message(cx)
+        let mut msg = M::default();
+        match std::task::ready!(self.get_mut().poll_into(cx, &mut msg)) {
+            Ok(true) => Poll::Ready(Some(Ok(msg))),
+            Ok(false) => Poll::Ready(None),
+            Err(status) => Poll::Ready(Some(Err(status))),
+        }
     }
 }
 
