@@ -142,20 +142,28 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 fn rows(args: &Args, samples: &[Vec<Sample>]) -> Vec<StreamRow> {
+    // Ratio per round (same round = closest conditions), then summarised.
+    let over = |i: usize, j: usize| {
+        let per_round: Vec<f64> = samples[i]
+            .iter()
+            .zip(&samples[j])
+            .map(|(a, b)| a.rate / b.rate)
+            .collect();
+        Summary::of(&per_round)
+    };
+    let protosocket = args.systems.iter().position(|&s| s == System::Protosocket);
     args.systems
         .iter()
         .enumerate()
         .map(|(i, &system)| {
             let floor = floor_of(system);
-            let of_floor = args.systems.iter().position(|&s| s == floor).map(|f| {
-                // Ratio per round (same round = closest conditions).
-                let per_round: Vec<f64> = samples[i]
-                    .iter()
-                    .zip(&samples[f])
-                    .map(|(a, b)| a.rate / b.rate)
-                    .collect();
-                Summary::of(&per_round)
-            });
+            let of_floor = args
+                .systems
+                .iter()
+                .position(|&s| s == floor)
+                .map(|f| over(i, f));
+            let is_tram = matches!(system, System::Tram | System::TramOwned | System::TramRpc);
+            let over_protosocket = protosocket.filter(|_| is_tram).map(|p| over(i, p));
             let rates: Vec<f64> = samples[i].iter().map(|s| s.rate).collect();
             StreamRow {
                 system,
@@ -169,6 +177,7 @@ fn rows(args: &Args, samples: &[Vec<Sample>]) -> Vec<StreamRow> {
                 ),
                 floor,
                 of_floor,
+                over_protosocket,
             }
         })
         .collect()
@@ -197,6 +206,14 @@ fn print_table(rows: &[StreamRow]) {
                 r.floor
             )),
         );
+    }
+    for r in rows {
+        if let Some(q) = r.over_protosocket {
+            println!(
+                "\n{} / protosocket (per round, then median): {:.2}x ({:.2}–{:.2}x)",
+                r.system, q.median, q.min, q.max
+            );
+        }
     }
 }
 

@@ -112,6 +112,10 @@ pub(crate) struct StreamRow {
     /// (per round, then summarised).
     pub(crate) floor: System,
     pub(crate) of_floor: Option<Summary>,
+    /// A tram system's rate over protosocket-rpc's, when both ran (per
+    /// round, then summarised).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) over_protosocket: Option<Summary>,
 }
 
 /// The result file of `fanin`.
