@@ -7,9 +7,9 @@
 //! written), the connection needs another. A fresh allocation of that size
 //! comes back from the allocator as untouched pages, and the kernel's copy
 //! into it faults each one in (with messages of some kilobytes, a page
-//! fault per call or more; docs/bench-log.md). Retired buffers wait here
-//! instead, and a connection that needs a buffer takes one whose messages
-//! have all been dropped.
+//! fault per call or more; docs/bench-log-2026-11-23.md). Retired buffers
+//! wait here instead, and a connection that needs a buffer takes one whose
+//! messages have all been dropped.
 //!
 //! The pool is shared by every connection of the process and bounded
 //! ([`MAX_POOLED`] buffers of at most [`MAX_POOLED_CAPACITY`] bytes), so an
