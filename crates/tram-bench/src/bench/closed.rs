@@ -27,14 +27,10 @@ pub(crate) fn results(systems: &[System], samples: &[Vec<Sample>]) -> Vec<System
             for s in &samples[i] {
                 let _ = all.add(&s.latency);
             }
-            let tram_ratio = tram.filter(|&t| t != i).map(|t| {
-                let r: Vec<f64> = samples[t]
-                    .iter()
-                    .zip(&samples[i])
-                    .map(|(a, b)| a.rate / b.rate)
-                    .collect();
-                Summary::of(&r)
-            });
+            let rates_of = |k: usize| samples[k].iter().map(|s| s.rate);
+            let tram_ratio = tram
+                .filter(|&t| t != i)
+                .map(|t| Summary::of_ratios(rates_of(t), rates_of(i)));
             let of =
                 |f: fn(&Sample) -> f64| Summary::of(&samples[i].iter().map(f).collect::<Vec<_>>());
             SystemResult {

@@ -142,14 +142,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 fn rows(args: &Args, samples: &[Vec<Sample>]) -> Vec<StreamRow> {
-    // Ratio per round (same round = closest conditions), then summarised.
     let over = |i: usize, j: usize| {
-        let per_round: Vec<f64> = samples[i]
-            .iter()
-            .zip(&samples[j])
-            .map(|(a, b)| a.rate / b.rate)
-            .collect();
-        Summary::of(&per_round)
+        let rates = |k: usize| samples[k].iter().map(|s| s.rate);
+        Summary::of_ratios(rates(i), rates(j))
     };
     let protosocket = args.systems.iter().position(|&s| s == System::Protosocket);
     args.systems

@@ -102,6 +102,12 @@ impl Summary {
             max: v[v.len() - 1],
         }
     }
+
+    /// The ratio of two systems' rates taken round by round (the same
+    /// round, the closest conditions), summarised.
+    pub(crate) fn of_ratios(a: impl Iterator<Item = f64>, b: impl Iterator<Item = f64>) -> Summary {
+        Summary::of(&a.zip(b).map(|(a, b)| a / b).collect::<Vec<_>>())
+    }
 }
 
 /// Formats a rate compactly: 8.31M, 412k, 950.
