@@ -87,6 +87,8 @@ impl RpcEncoder {
 
 /// Frames up to this size are written through a plain slice.
 const SMALL_FRAME: usize = 1024;
+/// Frames up to this size are written into a fixed run of zeros.
+const TINY_FRAME: usize = 64;
 
 /// `put_small!(dst, max, |w| { ... })` appends at most `max` bytes to
 /// `dst` by writing to `w`, which must write no more than that (the caller
@@ -108,13 +110,21 @@ macro_rules! put_small {
         } else {
             let dst = dst.bytes_mut();
             let start = dst.len();
-            dst.resize(start + max, 0);
+            // A tiny frame's room is a constant's worth of zeros, which
+            // compiles to a few stores instead of calls to resize and memset.
+            let room = if max <= TINY_FRAME {
+                dst.extend_from_slice(&[0; TINY_FRAME]);
+                TINY_FRAME
+            } else {
+                dst.resize(start + max, 0);
+                max
+            };
             let mut slice: &mut [u8] = &mut dst[start..];
             {
                 let $w = &mut slice;
                 $write
             }
-            let used = max - slice.len();
+            let used = room - slice.len();
             dst.truncate(start + used);
         }
     }};
