@@ -289,6 +289,43 @@ async fn a_server_breaking_the_protocol_fails_the_call_and_gets_goaway() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_message_that_does_not_decode_fails_the_stream_as_internal() {
+    let (listener, addr) = listener().await;
+    let ch = Channel::new(addr.to_string());
+    let client = tokio::spawn(async move {
+        let mut stream = ch
+            .server_streaming::<_, Echo>(COUNT, Request::new(Echo { id: 2 }))
+            .await?;
+        let first = stream.message().await;
+        // The second through the `Stream` interface: the other way in.
+        let second = std::future::poll_fn(|cx| {
+            futures_core::Stream::poll_next(std::pin::Pin::new(&mut stream), cx)
+        })
+        .await;
+        Ok::<_, Status>((first, second))
+    });
+    let (mut peer, call) = Peer::accept(&listener).await;
+    // One good message, then one whose body is a field tag without its
+    // value, in one write (so one run), then the end.
+    let mut burst = BytesMut::new();
+    message(call, 7, false).encode(&mut burst);
+    Frame::Message(wire::Message {
+        call,
+        end_stream: false,
+        metadata: None,
+        payload: bytes::Bytes::from_static(&[0x08]),
+    })
+    .encode(&mut burst);
+    end_ok(call).encode(&mut burst);
+    peer.stream.write_all(&burst).await.unwrap();
+    let (first, second) = within(10, "the stream", client).await.unwrap().unwrap();
+    assert_eq!(first.unwrap().map(|m| m.id), Some(7));
+    let status = second.expect("an item").unwrap_err();
+    assert_eq!(status.code(), Code::Internal, "{status:?}");
+    assert!(status.message().contains("does not decode"), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_from_the_server_fails_the_call() {
     let (listener, addr) = listener().await;
     let ch = Channel::new(addr.to_string());
