@@ -361,3 +361,50 @@ async fn a_server_hanging_up_mid_call_fails_it_as_unavailable() {
     let r = within(10, "the next call", next).await.unwrap().unwrap();
     assert_eq!(r.get_ref().id, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_woken_that_does_not_poll_its_call_holds_up_no_other_call() {
+    // Two answers in one read: the reader wakes the first caller, which
+    // passes the wake-up on once it takes its answer. This one does not:
+    // it polled its call once, then waits for the other caller, whose
+    // answer came second. Without the reader's flush this never ends.
+    let (listener, addr) = listener().await;
+    let ch = channel_with_credit(addr, 16);
+    // Connected first, so that one poll sends a call.
+    let warm = say(&ch);
+    let (mut peer, w) = Peer::accept(&listener).await;
+    let mut answer = BytesMut::new();
+    message(w, 0, true).encode(&mut answer);
+    peer.stream.write_all(&answer).await.unwrap();
+    within(10, "the first call", warm).await.unwrap().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let first = {
+        let ch = ch.clone();
+        tokio::spawn(async move {
+            let mut call = std::pin::pin!(ch.unary::<_, Echo>(SAY, Request::new(Echo { id: 1 })));
+            std::future::poll_fn(|cx| {
+                assert!(call.as_mut().poll(cx).is_pending(), "not answered yet");
+                std::task::Poll::Ready(())
+            })
+            .await;
+            let other: Result<Response<Echo>, Status> = rx.await.unwrap();
+            (call.await, other)
+        })
+    };
+    let a = peer.next_call().await;
+    let second = {
+        let ch = ch.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(ch.unary::<_, Echo>(SAY, Request::new(Echo { id: 2 })).await);
+        })
+    };
+    let b = peer.next_call().await;
+    let mut both = BytesMut::new();
+    message(a, 1, true).encode(&mut both);
+    message(b, 2, true).encode(&mut both);
+    peer.stream.write_all(&both).await.unwrap();
+    let (mine, other) = within(10, "both calls", first).await.unwrap();
+    assert_eq!(mine.unwrap().into_inner().id, 1);
+    assert_eq!(other.unwrap().into_inner().id, 2);
+    second.await.unwrap();
+}

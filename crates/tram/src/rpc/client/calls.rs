@@ -8,7 +8,19 @@
 //! lowest-first as PROTOCOL.md asks. A unary call keeps its answer inline
 //! (no allocation per call); a streaming call shares a `CallShared` with
 //! its handles.
+//!
+//! Unary callers answered by one read are woken as a relay: the reader
+//! wakes the first, and each caller that takes its answer (or gives up)
+//! wakes the next. Woken from the reader's thread, each lands in that
+//! worker's LIFO slot, so the callers of a read run one after another on
+//! the worker that read it, rather than a queue of them being stolen by
+//! another worker, which would then share every line of the call table,
+//! the outbound queue and the read buffer with this one. A caller woken
+//! that does not poll its call stalls the relay; the reader wakes all the
+//! callers left at its next timer tick (`RELAY_FLUSH` after the relay
+//! began), so a relay is never the only thing a caller waits for.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
@@ -31,6 +43,9 @@ pub(crate) struct Calls {
     pub(crate) peer: Settings,
     /// Calls opened so far.
     started: u64,
+    /// Unary callers answered, not yet woken: each caller that completes
+    /// (or gives up) wakes the first.
+    relay: VecDeque<Waker>,
 }
 
 /// What the connection must do after the table changed: the frames go out
@@ -96,6 +111,7 @@ impl Calls {
             broken: None,
             peer: Settings::DEFAULT,
             started: 0,
+            relay: VecDeque::new(),
         }
     }
 
@@ -117,6 +133,25 @@ impl Calls {
     /// Takes no new calls from now on, failing them with `why`.
     pub(crate) fn mark_broken(&mut self, why: Status) {
         self.broken.get_or_insert(why);
+    }
+
+    /// Of the callers `fx` is to wake, leaves the first and queues the rest
+    /// on the relay. Returns whether the relay holds any.
+    pub(crate) fn relay(&mut self, fx: &mut Effects) -> bool {
+        if fx.wake.len() > 1 {
+            self.relay.extend(fx.wake.drain(1..));
+        }
+        !self.relay.is_empty()
+    }
+
+    /// The next caller of the relay, for one that completed to wake.
+    pub(crate) fn pass_on(&mut self) -> Option<Waker> {
+        self.relay.pop_front()
+    }
+
+    /// Every caller left on the relay is to be woken now.
+    pub(crate) fn flush_relay(&mut self, fx: &mut Effects) {
+        fx.wake.extend(self.relay.drain(..));
     }
 
     /// Registers a call: its id, and whether it is the only one open.
@@ -181,6 +216,9 @@ impl Calls {
     /// The caller is done with call `id`, finished or not; `sent`: its
     /// CALL went out, `code`: the code of the CANCEL if one is due.
     pub(crate) fn release(&mut self, id: CallId, sent: bool, code: Code, fx: &mut Effects) {
+        // A caller giving up may have been woken by the relay: it passes
+        // it on.
+        fx.wake.extend(self.pass_on());
         let broken = self.broken.is_some();
         let Some(entry) = self.slab.get_mut(id as usize) else {
             return;
@@ -335,6 +373,7 @@ impl Calls {
     /// The connection is gone: every call fails with `why`.
     pub(crate) fn fail_all(&mut self, why: &Status, fx: &mut Effects) {
         self.mark_broken(why.clone());
+        self.flush_relay(fx);
         let mut gone = Vec::new();
         for (id, entry) in self.slab.iter_mut() {
             if !entry.server_done {
@@ -514,6 +553,86 @@ mod tests {
             calls.open(CallKind::Unary(None), true, 0),
             Err(Refused::Broken(s)) if s.code() == Code::Unavailable
         ));
+    }
+
+    /// A waker that counts its wakes.
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn counting() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(Default::default()));
+        (count.clone(), Waker::from(count))
+    }
+
+    fn wakes(c: &Count) -> usize {
+        c.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[test]
+    fn callers_answered_together_are_woken_one_after_another() {
+        let mut calls = Calls::new();
+        let mut fx = Effects::default();
+        let counts: Vec<_> = (0..3).map(|_| counting()).collect();
+        let ids: Vec<_> = counts
+            .iter()
+            .map(
+                |(_, w)| match calls.open(CallKind::Unary(Some(w.clone())), true, 0) {
+                    Ok((id, _)) => id,
+                    Err(_) => panic!("opens"),
+                },
+            )
+            .collect();
+        for &id in &ids {
+            calls.frame(message(id, true), &mut fx).unwrap();
+        }
+        assert!(calls.relay(&mut fx), "two callers wait on the relay");
+        assert_eq!(fx.wake.len(), 1, "only the first is woken by the read");
+        fx.wake.drain(..).for_each(Waker::wake);
+        assert_eq!(
+            counts.iter().map(|(c, _)| wakes(c)).collect::<Vec<_>>(),
+            [1, 0, 0]
+        );
+        // The first takes its answer and passes the relay on.
+        assert!(poll(&mut calls, ids[0]).is_ready());
+        calls.pass_on().unwrap().wake();
+        assert_eq!(wakes(&counts[1].0), 1);
+        // The second gives up instead: it passes it on too.
+        calls.release(ids[1], true, Code::Cancelled, &mut fx);
+        fx.wake.drain(..).for_each(Waker::wake);
+        assert_eq!(wakes(&counts[2].0), 1);
+        assert!(calls.pass_on().is_none());
+    }
+
+    #[test]
+    fn a_flush_or_a_lost_connection_wakes_the_whole_relay() {
+        let mut calls = Calls::new();
+        let mut fx = Effects::default();
+        let (count, waker) = counting();
+        for _ in 0..4 {
+            let Ok((id, _)) = calls.open(CallKind::Unary(Some(waker.clone())), true, 0) else {
+                panic!("opens")
+            };
+            calls.frame(message(id, true), &mut fx).unwrap();
+        }
+        calls.relay(&mut fx);
+        fx.wake.clear();
+        calls.flush_relay(&mut fx);
+        assert_eq!(fx.wake.len(), 3);
+        fx.wake.drain(..).for_each(Waker::wake);
+        assert_eq!(wakes(&count), 3);
+        // Queued again, then the connection goes.
+        for _ in 0..2 {
+            fx.wake.push(waker.clone());
+        }
+        calls.relay(&mut fx);
+        fx.wake.clear();
+        calls.fail_all(&Status::unavailable("lost"), &mut fx);
+        assert_eq!(fx.wake.len(), 1, "the relay's caller is woken");
     }
 
     #[test]

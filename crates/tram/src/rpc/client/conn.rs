@@ -359,7 +359,8 @@ impl ClientConn {
     }
 
     /// Polls a unary call; when it returns `Ready` the call's entry is
-    /// gone (set [`CallHandle::freed`]).
+    /// gone (set [`CallHandle::freed`]) and the next caller of the relay
+    /// is woken.
     pub(super) fn poll_unary(
         &self,
         id: CallId,
@@ -367,12 +368,18 @@ impl ClientConn {
     ) -> Poll<Result<Answer, Status>> {
         let mut calls = self.calls.lock();
         let outcome = calls.poll_unary(id, cx);
+        let mut next = None;
         if outcome.is_ready() {
+            next = calls.pass_on();
             self.publish(&calls);
             self.close_if_abandoned(&calls);
             if calls.capacity_waiters > 0 {
                 self.capacity.notify_one();
             }
+        }
+        drop(calls);
+        if let Some(next) = next {
+            next.wake();
         }
         outcome
     }

@@ -31,6 +31,11 @@ use crate::observe::{CloseReason, Observers, limit};
 /// held off for long; long enough to amortise the lock.
 const READ_RUN: usize = 32;
 
+/// How long the callers on a relay may go unwoken (`calls.rs`): the bound
+/// on how long a caller that was woken and did not poll its call can hold
+/// up the others. A relay that moves takes a few microseconds a caller.
+const RELAY_FLUSH: Duration = Duration::from_millis(1);
+
 /// Opens one connection: transport, handshake, reader task. Returns once
 /// the server's SETTINGS have arrived.
 pub(crate) async fn connect(
@@ -129,9 +134,20 @@ async fn read_loop(
     let mut timers = Timers::new(Instant::now(), None, None, keepalive);
     let first = keepalive.map_or(Duration::from_secs(3600), |k| k.interval);
     let mut timer = pin!(tokio::time::sleep(first));
+    // Armed while a relay may be waiting; polled first, so that frames
+    // read without pause do not keep it from firing.
+    let mut flush = pin!(tokio::time::sleep(RELAY_FLUSH));
+    let mut flush_armed = false;
     loop {
         let received = tokio::select! {
             biased;
+            () = &mut flush, if flush_armed => {
+                flush_armed = false;
+                let mut calls = conn.calls.lock();
+                calls.flush_relay(&mut fx);
+                conn.apply(calls, &mut fx);
+                continue;
+            }
             f = inbound.recv() => f,
             () = &mut timer, if keepalive.is_some() => {
                 match timers.check(Instant::now(), true) {
@@ -208,7 +224,7 @@ async fn read_loop(
             }
             let full = batch.len() == READ_RUN;
             let mut broken = None;
-            {
+            let relaying = {
                 let mut calls = conn.calls.lock();
                 for received in batch.drain(..) {
                     let handled = match received {
@@ -230,10 +246,16 @@ async fn read_loop(
                         break;
                     }
                 }
+                let relaying = calls.relay(&mut fx);
                 conn.apply(calls, &mut fx);
-            }
+                relaying
+            };
             if let Some(e) = broken {
                 return violation(conn, e);
+            }
+            if relaying && !flush_armed {
+                flush.as_mut().reset(Instant::now() + RELAY_FLUSH);
+                flush_armed = true;
             }
             if full && failed.is_none() {
                 // More may be buffered: start the next run with it.
