@@ -79,6 +79,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         for &c in &args.concurrency {
             let mut samples: Vec<Vec<Sample>> = args.systems.iter().map(|_| Vec::new()).collect();
             for round in 0..args.rounds {
+                crate::runner::guest::probe();
                 for (i, (&system, server)) in args.systems.iter().zip(&servers).enumerate() {
                     let s = rt.block_on(measure(system, server, c, payload, args))?;
                     eprintln!(

@@ -92,6 +92,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     for &connections in &args.connections {
         let mut samples: Vec<Vec<Sample>> = args.systems.iter().map(|_| Vec::new()).collect();
         for round in 0..args.rounds {
+            crate::runner::guest::probe();
             for (i, (&system, server)) in args.systems.iter().zip(&servers).enumerate() {
                 let s = control.block_on(measure(system, server, connections, &threads, args))?;
                 eprintln!(

@@ -5,6 +5,7 @@
 //! a window of streamed messages (`flow`).
 
 pub(crate) mod flow;
+pub(crate) mod guest;
 pub(crate) mod latency;
 pub(crate) mod load;
 pub(crate) mod neighbours;
