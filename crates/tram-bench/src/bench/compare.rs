@@ -165,14 +165,5 @@ async fn measure(
 
 /// Runs the load's callers, each with its own clone of `client`.
 async fn callers(load: Load, client: UnaryClient) -> anyhow::Result<Hist> {
-    load.callers(|mut me| {
-        let mut client = client.clone();
-        async move {
-            while let Some((id, payload)) = me.next() {
-                me.done(client.call(id, payload).await?)?;
-            }
-            Ok(())
-        }
-    })
-    .await
+    load.callers(|me| client.caller(me)).await
 }

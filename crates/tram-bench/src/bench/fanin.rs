@@ -211,14 +211,8 @@ async fn measure(
     let mut callers = Vec::with_capacity(c);
     for (i, client) in clients.iter().enumerate() {
         for k in 0..per {
-            let mut me = load.caller(i * per + k, hist.clone());
-            let mut client = client.clone();
-            callers.push(threads.of(i).spawn(async move {
-                while let Some((id, payload)) = me.next() {
-                    me.done(client.call(id, payload).await?)?;
-                }
-                Ok::<_, anyhow::Error>(())
-            }));
+            let me = load.caller(i * per + k, hist.clone());
+            callers.push(threads.of(i).spawn(client.caller(me)));
         }
     }
     let window = measure_window(

@@ -22,6 +22,8 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use tokio::net::TcpListener;
 
+use crate::runner::load::Caller;
+
 pub(crate) use echo::{EchoMessage, STREAM_PATH};
 pub(crate) use floor::{FloorOpenLoop, floor_closed_loop, floor_push_client, floor_stream_client};
 pub(crate) use protosocket::protosocket_stream_client;
@@ -246,16 +248,88 @@ impl UnaryClient {
 
     /// One echo call: the id the answer carries.
     pub(crate) async fn call(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
-        let message = EchoMessage { id, payload };
-        Ok(match self {
-            UnaryClient::Tram(ch) => {
-                let r: ::tram::Response<EchoMessage> =
-                    ch.unary(echo::PATH, ::tram::Request::new(message)).await?;
-                r.get_ref().id
+        match self {
+            UnaryClient::Tram(c) => c.echo(id, payload).await,
+            UnaryClient::Tonic(c) => c.echo(id, payload).await,
+            UnaryClient::Protosocket(c) => c.echo(id, payload).await,
+            UnaryClient::Json(c) => c.echo(id, payload).await,
+        }
+    }
+
+    /// Hands the client, with its own type, to `w`.
+    pub(crate) fn with<W: WithEcho>(self, w: W) -> W::Output {
+        match self {
+            UnaryClient::Tram(c) => w.with(c),
+            UnaryClient::Tonic(c) => w.with(c),
+            UnaryClient::Protosocket(c) => w.with(c),
+            UnaryClient::Json(c) => w.with(c),
+        }
+    }
+
+    /// A closed-loop caller: calls through its own clone of the client
+    /// until the load stops.
+    pub(crate) fn caller(
+        &self,
+        me: Caller,
+    ) -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> {
+        struct Loop(Caller);
+        impl WithEcho for Loop {
+            type Output = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+            fn with<C: Echo>(self, mut client: C) -> Self::Output {
+                let mut me = self.0;
+                Box::pin(async move {
+                    while let Some((id, payload)) = me.next() {
+                        me.done(client.echo(id, payload).await?)?;
+                    }
+                    Ok(())
+                })
             }
-            UnaryClient::Tonic(c) => c.say(message).await?.get_ref().id,
-            UnaryClient::Protosocket(c) => c.call(message).await?,
-            UnaryClient::Json(c) => c.call(message.id, &message.payload).await?,
-        })
+        }
+        self.clone().with(Loop(me))
+    }
+}
+
+/// One system's unary echo client, as its own type. The harness builds
+/// each call's future from it, so that a call's future is that system's
+/// alone: through [`UnaryClient::call`] every system's would be as large
+/// as the largest (tonic's, 1,240 bytes), and built and copied at every
+/// call, a cost the bench would charge to the system's client.
+pub(crate) trait Echo: Clone + Send + Sync + 'static {
+    /// One echo call: the id the answer carries.
+    fn echo(&mut self, id: u64, payload: Bytes)
+    -> impl Future<Output = anyhow::Result<u64>> + Send;
+}
+
+/// What is done with a client of any system's own type (see [`Echo`]).
+pub(crate) trait WithEcho {
+    type Output;
+    fn with<C: Echo>(self, client: C) -> Self::Output;
+}
+
+impl Echo for ::tram::Channel {
+    async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
+        let message = EchoMessage { id, payload };
+        let r: ::tram::Response<EchoMessage> = self
+            .unary(echo::PATH, ::tram::Request::new(message))
+            .await?;
+        Ok(r.get_ref().id)
+    }
+}
+
+impl Echo for echo::pb::echo_client::EchoClient<::tonic::transport::Channel> {
+    async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
+        Ok(self.say(EchoMessage { id, payload }).await?.get_ref().id)
+    }
+}
+
+impl Echo for protosocket::Client {
+    async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
+        self.call(EchoMessage { id, payload }).await
+    }
+}
+
+impl Echo for Box<json::JsonClient> {
+    async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
+        self.call(id, &payload).await
     }
 }

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::{Args, RoundResult, Schedule};
 use crate::runner::latency::{Hist, new_hist};
 use crate::runner::{Server, pid_cpu, self_cpu};
-use crate::systems::{self, System, UnaryClient};
+use crate::systems::{self, Echo, System, UnaryClient, WithEcho};
 
 /// Counters of one step, shared by the dispatcher and the calls.
 struct StepState {
@@ -33,11 +33,11 @@ struct StepState {
 }
 
 impl StepState {
-    async fn one(self: Arc<Self>, i: u64) {
+    /// Call `i`, on `client` (its own clone, with its system's type).
+    async fn one<C: Echo>(self: Arc<Self>, mut client: C, i: u64) {
         let intended = self.schedule.intended(i);
         let id = i + 1;
-        let mut client = self.clients[(i % self.clients.len() as u64) as usize].clone();
-        let ok = matches!(client.call(id, self.payload.clone()).await, Ok(got) if got == id);
+        let ok = matches!(client.echo(id, self.payload.clone()).await, Ok(got) if got == id);
         self.finish(intended, ok);
     }
 
@@ -73,8 +73,25 @@ impl StepState {
             return;
         }
         for i in batch {
-            tokio::spawn(self.clone().one(i));
+            let client = &self.clients[(i % self.clients.len() as u64) as usize];
+            client.clone().with(Spawn {
+                state: self.clone(),
+                i,
+            });
         }
+    }
+}
+
+/// Spawns call `i` as a task of its own.
+struct Spawn {
+    state: Arc<StepState>,
+    i: u64,
+}
+
+impl WithEcho for Spawn {
+    type Output = ();
+    fn with<C: Echo>(self, client: C) {
+        tokio::spawn(self.state.one(client, self.i));
     }
 }
 
