@@ -9,16 +9,18 @@
 //! (no allocation per call); a streaming call shares a `CallShared` with
 //! its handles.
 //!
-//! Unary callers answered by one read are woken as a relay: the reader
-//! wakes the first, and each caller that takes its answer (or gives up)
-//! wakes the next. Woken from the reader's thread, each lands in that
-//! worker's LIFO slot, so the callers of a read run one after another on
-//! the worker that read it, rather than a queue of them being stolen by
-//! another worker, which would then share every line of the call table,
-//! the outbound queue and the read buffer with this one. A caller woken
-//! that does not poll its call stalls the relay; the reader wakes all the
-//! callers left at its next timer tick (`RELAY_FLUSH` after the relay
-//! began), so a relay is never the only thing a caller waits for.
+//! On a multi-threaded runtime, unary callers answered by one read are
+//! woken as a relay: the reader wakes the first, and each caller that
+//! takes its answer (or gives up) wakes the next. A task woken from a
+//! worker goes to that worker's LIFO slot and runs next, there; woken all
+//! at once, a read's callers queue up behind it and the other worker,
+//! notified, steals half of them, and a late one waits for the whole
+//! queue: the relay shortens the tail of a loaded connection. (A
+//! current-thread runtime has no LIFO slot; there the reader wakes every
+//! caller at once.) A caller woken that does not poll its call stalls the
+//! relay, so the reader wakes all the callers left on it `RELAY_FLUSH`
+//! after the relay began: a relay is never the only thing a caller waits
+//! for.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -138,6 +138,11 @@ async fn read_loop(
     // read without pause do not keep it from firing.
     let mut flush = pin!(tokio::time::sleep(RELAY_FLUSH));
     let mut flush_armed = false;
+    // Only a multi-threaded runtime has the LIFO slot a relay runs through:
+    // on a current-thread one, each caller woken would queue behind every
+    // task runnable, and a read's callers take turns with the whole queue.
+    let relay = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     loop {
         let received = tokio::select! {
             biased;
@@ -246,7 +251,7 @@ async fn read_loop(
                         break;
                     }
                 }
-                let relaying = calls.relay(&mut fx);
+                let relaying = relay && calls.relay(&mut fx);
                 conn.apply(calls, &mut fx);
                 relaying
             };
