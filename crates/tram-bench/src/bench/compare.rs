@@ -113,6 +113,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let json = write_json(&args.proc.out, "compare.json", &report)?;
     let svg = args.proc.out.join("compare.svg");
     crate::report::chart::compare(&svg, &report)?;
+    crate::runner::guest::print_range();
     println!("\nwrote {} and {}", json.display(), svg.display());
     Ok(())
 }

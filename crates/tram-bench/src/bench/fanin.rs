@@ -128,6 +128,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         settings,
     };
     let json = write_json(&args.proc.out, "fanin.json", &report)?;
+    crate::runner::guest::print_range();
     println!("\nwrote {}", json.display());
     Ok(())
 }

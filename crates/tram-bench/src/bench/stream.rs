@@ -138,6 +138,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         systems: rows,
     };
     let json = write_json(&args.proc.out, "stream.json", &report)?;
+    crate::runner::guest::print_range();
     println!("\nwrote {}", json.display());
     Ok(())
 }

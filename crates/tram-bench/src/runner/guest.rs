@@ -27,6 +27,19 @@ pub(crate) fn probe() {
     }
 }
 
+/// Prints the range of the probes taken over the run, after its tables.
+pub(crate) fn print_range() {
+    let probes = probes();
+    let min = probes.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = probes.iter().copied().fold(0.0, f64::max);
+    if !probes.is_empty() {
+        println!(
+            "\ncore-to-core round trip over the run: {min:.0}–{max:.0} ns ({} probes)",
+            probes.len()
+        );
+    }
+}
+
 /// The probes taken so far, rounded to the nanosecond.
 pub(crate) fn probes() -> Vec<f64> {
     PROBES.lock().iter().map(|ns| ns.round()).collect()

@@ -231,6 +231,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let json = write_json(&args.proc.out, "rate.json", &report)?;
     let svg = args.proc.out.join("rate.svg");
     crate::report::chart::rate(&svg, &report)?;
+    crate::runner::guest::print_range();
     println!("\nwrote {} and {}", json.display(), svg.display());
     Ok(())
 }
