@@ -1,0 +1,198 @@
+//! The call table's rules, without sockets: answers, releases, relays.
+
+use bytes::Bytes;
+use tram_wire::{GoAway, Message, Reason};
+
+use super::*;
+
+fn message(call: CallId, end_stream: bool) -> Frame {
+    Frame::Message(Message {
+        call,
+        end_stream,
+        metadata: None,
+        payload: Bytes::from_static(b"ok"),
+    })
+}
+
+fn open_unary(calls: &mut Calls) -> CallId {
+    match calls.open(CallKind::Unary(None), true, 0) {
+        Ok((id, _)) => id,
+        Err(_) => panic!("opens"),
+    }
+}
+
+fn poll(calls: &mut Calls, id: CallId) -> Poll<Result<Answer, Status>> {
+    calls.poll_unary(id, &mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn a_unary_answer_completes_the_call_and_frees_its_id() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let a = open_unary(&mut calls);
+    let b = open_unary(&mut calls);
+    assert_eq!((a, b), (0, 1));
+    assert!(poll(&mut calls, a).is_pending());
+    calls.frame(message(a, true), &mut fx).unwrap();
+    let Poll::Ready(Ok((body, _, _))) = poll(&mut calls, a) else {
+        panic!("answered")
+    };
+    assert_eq!(&body[..], b"ok");
+    assert_eq!(calls.len(), 1);
+    // The lowest free id is reused first.
+    assert_eq!(open_unary(&mut calls), 0);
+}
+
+#[test]
+fn a_dropped_call_is_cancelled_and_its_id_held_until_the_server_ends_it() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let id = open_unary(&mut calls);
+    calls.release(id, true, Code::Cancelled, &mut fx);
+    assert!(matches!(fx.send.as_slice(), [Frame::Cancel(c)] if c.call == id));
+    assert_eq!(fx.freed, 0);
+    assert_eq!(open_unary(&mut calls), 1, "id 0 is still taken");
+    calls
+        .frame(Frame::End(End::new(id, Code::Cancelled)), &mut fx)
+        .unwrap();
+    assert_eq!(fx.freed, 1);
+    assert_eq!(open_unary(&mut calls), 0);
+}
+
+#[test]
+fn frames_on_calls_not_open_break_the_protocol() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    assert!(calls.frame(message(3, true), &mut fx).is_err());
+    let id = open_unary(&mut calls);
+    calls.frame(message(id, false), &mut fx).unwrap();
+    assert!(
+        calls.frame(message(id, true), &mut fx).is_err(),
+        "two responses"
+    );
+    let id = open_unary(&mut calls);
+    calls.frame(message(id, true), &mut fx).unwrap();
+    assert!(
+        calls
+            .frame(Frame::End(End::new(id, Code::Ok)), &mut fx)
+            .is_err(),
+        "END after END_STREAM"
+    );
+}
+
+#[test]
+fn capacity_and_goaway_refuse_new_calls() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    calls.settled(Settings {
+        max_concurrent_calls: 1,
+        ..Settings::DEFAULT
+    });
+    open_unary(&mut calls);
+    assert!(matches!(
+        calls.open(CallKind::Unary(None), true, 0),
+        Err(Refused::Full)
+    ));
+    let goaway = GoAway {
+        last_call_seq: 1,
+        reason: Reason::NO_ERROR,
+        message: "bye".into(),
+    };
+    calls.frame(Frame::GoAway(goaway), &mut fx).unwrap();
+    assert!(matches!(
+        calls.open(CallKind::Unary(None), true, 0),
+        Err(Refused::Broken(s)) if s.code() == Code::Unavailable
+    ));
+}
+
+/// A waker that counts its wakes.
+struct Count(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn counting() -> (Arc<Count>, Waker) {
+    let count = Arc::new(Count(Default::default()));
+    (count.clone(), Waker::from(count))
+}
+
+fn wakes(c: &Count) -> usize {
+    c.0.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[test]
+fn callers_answered_together_are_woken_one_after_another() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let counts: Vec<_> = (0..3).map(|_| counting()).collect();
+    let ids: Vec<_> = counts
+        .iter()
+        .map(
+            |(_, w)| match calls.open(CallKind::Unary(Some(w.clone())), true, 0) {
+                Ok((id, _)) => id,
+                Err(_) => panic!("opens"),
+            },
+        )
+        .collect();
+    for &id in &ids {
+        calls.frame(message(id, true), &mut fx).unwrap();
+    }
+    assert!(calls.relay(&mut fx), "two callers wait on the relay");
+    assert_eq!(fx.wake.len(), 1, "only the first is woken by the read");
+    fx.wake.drain(..).for_each(Waker::wake);
+    assert_eq!(
+        counts.iter().map(|(c, _)| wakes(c)).collect::<Vec<_>>(),
+        [1, 0, 0]
+    );
+    // The first takes its answer and passes the relay on.
+    assert!(poll(&mut calls, ids[0]).is_ready());
+    calls.pass_on().unwrap().wake();
+    assert_eq!(wakes(&counts[1].0), 1);
+    // The second gives up instead: it passes it on too.
+    calls.release(ids[1], true, Code::Cancelled, &mut fx);
+    fx.wake.drain(..).for_each(Waker::wake);
+    assert_eq!(wakes(&counts[2].0), 1);
+    assert!(calls.pass_on().is_none());
+}
+
+#[test]
+fn a_flush_or_a_lost_connection_wakes_the_whole_relay() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let (count, waker) = counting();
+    for _ in 0..4 {
+        let Ok((id, _)) = calls.open(CallKind::Unary(Some(waker.clone())), true, 0) else {
+            panic!("opens")
+        };
+        calls.frame(message(id, true), &mut fx).unwrap();
+    }
+    calls.relay(&mut fx);
+    fx.wake.clear();
+    calls.flush_relay(&mut fx);
+    assert_eq!(fx.wake.len(), 3);
+    fx.wake.drain(..).for_each(Waker::wake);
+    assert_eq!(wakes(&count), 3);
+    // Queued again, then the connection goes.
+    for _ in 0..2 {
+        fx.wake.push(waker.clone());
+    }
+    calls.relay(&mut fx);
+    fx.wake.clear();
+    calls.fail_all(&Status::unavailable("lost"), &mut fx);
+    assert_eq!(fx.wake.len(), 1, "the relay's caller is woken");
+}
+
+#[test]
+fn losing_the_connection_fails_every_call() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let id = open_unary(&mut calls);
+    calls.fail_all(&Status::unavailable("lost"), &mut fx);
+    let Poll::Ready(Err(s)) = poll(&mut calls, id) else {
+        panic!("failed")
+    };
+    assert_eq!(s.code(), Code::Unavailable);
+}
