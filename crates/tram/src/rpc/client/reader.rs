@@ -31,9 +31,10 @@ use crate::observe::{CloseReason, Observers, limit};
 /// held off for long; long enough to amortise the lock.
 const READ_RUN: usize = 32;
 
-/// How long the callers on a relay may go unwoken (`calls.rs`): the bound
+/// How long the callers on a relay may go unwoken (see `calls`): the bound
 /// on how long a caller that was woken and did not poll its call can hold
-/// up the others. A relay that moves takes a few microseconds a caller.
+/// up the others. A relay that moves wakes a caller every microsecond or
+/// so.
 const RELAY_FLUSH: Duration = Duration::from_millis(1);
 
 /// Opens one connection: transport, handshake, reader task. Returns once
