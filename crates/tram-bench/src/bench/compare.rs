@@ -59,14 +59,14 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    systems::check("compare", &args.systems, &SYSTEMS)?;
-    let _neighbours = crate::runner::neighbours::Neighbours::start(&args.proc)?;
-    systems::prepare(&args.systems);
-    let servers = args
-        .systems
-        .iter()
-        .map(|s| Server::start(Workload::Unary.name(), s.name(), &args.proc))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let setup = crate::runner::setup(
+        "compare",
+        &args.systems,
+        &SYSTEMS,
+        Workload::Unary,
+        &args.proc,
+    )?;
+    let servers = &setup.servers;
     let rt = client_runtime(&args.proc)?;
     println!(
         "unary echo: {} rounds x {}s per system, {}, systems interleaved",
@@ -80,7 +80,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             let mut samples: Vec<Vec<Sample>> = args.systems.iter().map(|_| Vec::new()).collect();
             for round in 0..args.rounds {
                 crate::runner::guest::probe();
-                for (i, (&system, server)) in args.systems.iter().zip(&servers).enumerate() {
+                for (i, (&system, server)) in args.systems.iter().zip(servers).enumerate() {
                     let s = rt.block_on(measure(system, server, c, payload, args))?;
                     eprintln!(
                         "  {payload} B, C={c}, round {}: {system:>11} {:>8} calls/s  p99 {:>8.1} µs",

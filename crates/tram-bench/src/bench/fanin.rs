@@ -20,7 +20,7 @@ use crate::report::{Machine, si, write_json};
 use crate::runner::latency::{Hist, new_hist};
 use crate::runner::load::{Load, static_payload};
 use crate::runner::{Counts, ProcArgs, Server, client_runtime, measure_window};
-use crate::systems::{self, System, UnaryClient, Workload};
+use crate::systems::{System, UnaryClient, Workload};
 
 /// What `fanin` runs.
 const SYSTEMS: [System; 4] = [
@@ -68,14 +68,14 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    systems::check("fanin", &args.systems, &SYSTEMS)?;
-    let _neighbours = crate::runner::neighbours::Neighbours::start(&args.proc)?;
-    systems::prepare(&args.systems);
-    let servers = args
-        .systems
-        .iter()
-        .map(|s| Server::start(Workload::Unary.name(), s.name(), &args.proc))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let setup = crate::runner::setup(
+        "fanin",
+        &args.systems,
+        &SYSTEMS,
+        Workload::Unary,
+        &args.proc,
+    )?;
+    let servers = &setup.servers;
     // The measuring window runs here; the callers on the client threads.
     let control = client_runtime(&args.proc)?;
     let threads = ClientThreads::start(args.client_threads.into())?;
@@ -93,7 +93,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let mut samples: Vec<Vec<Sample>> = args.systems.iter().map(|_| Vec::new()).collect();
         for round in 0..args.rounds {
             crate::runner::guest::probe();
-            for (i, (&system, server)) in args.systems.iter().zip(&servers).enumerate() {
+            for (i, (&system, server)) in args.systems.iter().zip(servers).enumerate() {
                 let s = control.block_on(measure(system, server, connections, &threads, args))?;
                 eprintln!(
                     "  {connections} connections, round {}: {system:>11} {:>8} calls/s  server {:.2} µs/call",

@@ -92,13 +92,14 @@ struct Sample {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    systems::check("stream", &args.systems, &SYSTEMS)?;
-    let _neighbours = crate::runner::neighbours::Neighbours::start(&args.proc)?;
-    let servers = args
-        .systems
-        .iter()
-        .map(|s| Server::start(Workload::Stream.name(), s.name(), &args.proc))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let setup = crate::runner::setup(
+        "stream",
+        &args.systems,
+        &SYSTEMS,
+        Workload::Stream,
+        &args.proc,
+    )?;
+    let servers = &setup.servers;
     let rt = client_runtime(&args.proc)?;
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); args.systems.len()];
     println!(
@@ -111,7 +112,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     );
     for round in 0..args.rounds {
         crate::runner::guest::probe();
-        for (i, (&system, server)) in args.systems.iter().zip(&servers).enumerate() {
+        for (i, (&system, server)) in args.systems.iter().zip(servers).enumerate() {
             let s = rt.block_on(measure(system, server, args))?;
             eprintln!(
                 "  round {} {:>6}: {:>8} msg/s  client {:.3} µs/msg  server {:.3} µs/msg",

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use crate::systems::{System, Workload};
+
 /// How the client and server processes run: the same for every system.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct ProcArgs {
@@ -89,6 +91,36 @@ pub(crate) fn pin_to(cpu: usize) -> anyhow::Result<()> {
         bail!("pinning to CPU {cpu} failed");
     }
     Ok(())
+}
+
+/// What every benchmark starts with: its busy neighbours (if asked for)
+/// and one server process per system, all stopped when it drops.
+pub(crate) struct Setup {
+    _neighbours: Option<neighbours::Neighbours>,
+    pub(crate) servers: Vec<Server>,
+}
+
+/// Checks that `bench` runs every one of `systems` (`supported`), starts
+/// the neighbours, prepares the clients and starts each system's
+/// `workload` server.
+pub(crate) fn setup(
+    bench: &str,
+    systems: &[System],
+    supported: &[System],
+    workload: Workload,
+    p: &ProcArgs,
+) -> anyhow::Result<Setup> {
+    crate::systems::check(bench, systems, supported)?;
+    let neighbours = neighbours::Neighbours::start(p)?;
+    crate::systems::prepare(systems);
+    let servers = systems
+        .iter()
+        .map(|s| Server::start(workload.name(), s.name(), p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Setup {
+        _neighbours: neighbours,
+        servers,
+    })
 }
 
 /// The client's runtime, pinned first if asked.

@@ -26,8 +26,8 @@ use anyhow::bail;
 use crate::report::results::{RateReport, Step, SystemSweep};
 use crate::report::{Machine, Percentiles, Summary, si, write_json};
 use crate::runner::latency::{Hist, new_hist};
-use crate::runner::{ProcArgs, Server, client_runtime};
-use crate::systems::{self, System, Workload};
+use crate::runner::{ProcArgs, client_runtime};
+use crate::systems::{System, Workload};
 
 /// What `rate` runs.
 const SYSTEMS: [System; 6] = [
@@ -144,17 +144,11 @@ mod step;
 use step::step;
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    systems::check("rate", &args.systems, &SYSTEMS)?;
-    let _neighbours = crate::runner::neighbours::Neighbours::start(&args.proc)?;
-    systems::prepare(&args.systems);
     if args.rates.is_empty() {
         bail!("no rates to sweep");
     }
-    let servers = args
-        .systems
-        .iter()
-        .map(|s| Server::start(Workload::Unary.name(), s.name(), &args.proc))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let setup = crate::runner::setup("rate", &args.systems, &SYSTEMS, Workload::Unary, &args.proc)?;
+    let servers = &setup.servers;
     let rt = client_runtime(&args.proc)?;
     println!(
         "open-loop unary echo: {} B, {} connection(s), rates {}, {}s per point, {} round(s), {}",
@@ -178,7 +172,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let mut rounds: Vec<Vec<RoundResult>> = args.systems.iter().map(|_| Vec::new()).collect();
         for _ in 0..args.rounds {
             crate::runner::guest::probe();
-            for (i, (&system, server)) in args.systems.iter().zip(&servers).enumerate() {
+            for (i, (&system, server)) in args.systems.iter().zip(servers).enumerate() {
                 if !alive[i] {
                     continue;
                 }
