@@ -364,10 +364,10 @@ async fn a_server_hanging_up_mid_call_fails_it_as_unavailable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_woken_that_does_not_poll_its_call_holds_up_no_other_call() {
-    // Two answers in one read: the reader wakes the first caller, which
-    // passes the wake-up on once it takes its answer. This one does not:
-    // it polled its call once, then waits for the other caller, whose
-    // answer came second. Without the reader's flush this never ends.
+    // Three answers in one read: the reader wakes the first two callers,
+    // and each that takes its answer wakes the next. These two do not:
+    // each polled its call once, then waits for the third caller, whose
+    // answer came last. Without the reader's flush this never ends.
     let (listener, addr) = listener().await;
     let ch = channel_with_credit(addr, 16);
     // Connected first, so that one poll sends a call.
@@ -377,34 +377,44 @@ async fn a_caller_woken_that_does_not_poll_its_call_holds_up_no_other_call() {
     message(w, 0, true).encode(&mut answer);
     peer.stream.write_all(&answer).await.unwrap();
     within(10, "the first call", warm).await.unwrap().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let first = {
-        let ch = ch.clone();
+    let (tx, rx) = tokio::sync::watch::channel(None::<u64>);
+    let stuck = |id: u64| {
+        let (ch, mut rx) = (ch.clone(), rx.clone());
         tokio::spawn(async move {
-            let mut call = std::pin::pin!(ch.unary::<_, Echo>(SAY, Request::new(Echo { id: 1 })));
+            let mut call = std::pin::pin!(ch.unary::<_, Echo>(SAY, Request::new(Echo { id })));
             std::future::poll_fn(|cx| {
                 assert!(call.as_mut().poll(cx).is_pending(), "not answered yet");
                 std::task::Poll::Ready(())
             })
             .await;
-            let other: Result<Response<Echo>, Status> = rx.await.unwrap();
-            (call.await, other)
+            let other = *rx.wait_for(Option::is_some).await.unwrap();
+            (call.await.unwrap().into_inner().id, other)
         })
     };
+    let first = stuck(1);
     let a = peer.next_call().await;
-    let second = {
+    let second = stuck(2);
+    let b = peer.next_call().await;
+    let third = {
         let ch = ch.clone();
         tokio::spawn(async move {
-            let _ = tx.send(ch.unary::<_, Echo>(SAY, Request::new(Echo { id: 2 })).await);
+            let r = ch.unary::<_, Echo>(SAY, Request::new(Echo { id: 3 })).await;
+            let _ = tx.send(Some(r.unwrap().into_inner().id));
         })
     };
-    let b = peer.next_call().await;
-    let mut both = BytesMut::new();
-    message(a, 1, true).encode(&mut both);
-    message(b, 2, true).encode(&mut both);
-    peer.stream.write_all(&both).await.unwrap();
-    let (mine, other) = within(10, "both calls", first).await.unwrap();
-    assert_eq!(mine.unwrap().into_inner().id, 1);
-    assert_eq!(other.unwrap().into_inner().id, 2);
-    second.await.unwrap();
+    let c = peer.next_call().await;
+    let mut all = BytesMut::new();
+    message(a, 1, true).encode(&mut all);
+    message(b, 2, true).encode(&mut all);
+    message(c, 3, true).encode(&mut all);
+    peer.stream.write_all(&all).await.unwrap();
+    assert_eq!(
+        within(10, "the first call", first).await.unwrap(),
+        (1, Some(3))
+    );
+    assert_eq!(
+        within(10, "the second call", second).await.unwrap(),
+        (2, Some(3))
+    );
+    third.await.unwrap();
 }

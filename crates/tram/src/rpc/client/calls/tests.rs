@@ -123,60 +123,72 @@ fn wakes(c: &Count) -> usize {
     c.0.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-#[test]
-fn callers_answered_together_are_woken_one_after_another() {
-    let mut calls = Calls::new();
-    let mut fx = Effects::default();
-    let counts: Vec<_> = (0..3).map(|_| counting()).collect();
-    let ids: Vec<_> = counts
+/// `n` unary calls, each waking its own counter, answered in one read.
+fn answered(calls: &mut Calls, fx: &mut Effects, n: usize) -> (Vec<Arc<Count>>, Vec<CallId>) {
+    let (counts, wakers): (Vec<_>, Vec<_>) = (0..n).map(|_| counting()).unzip();
+    let ids: Vec<_> = wakers
         .iter()
         .map(
-            |(_, w)| match calls.open(CallKind::Unary(Some(w.clone())), true, 0) {
+            |w| match calls.open(CallKind::Unary(Some(w.clone())), true, 0) {
                 Ok((id, _)) => id,
                 Err(_) => panic!("opens"),
             },
         )
         .collect();
     for &id in &ids {
-        calls.frame(message(id, true), &mut fx).unwrap();
+        calls.frame(message(id, true), fx).unwrap();
     }
-    assert!(calls.relay(&mut fx), "two callers wait on the relay");
+    (counts, ids)
+}
+
+#[test]
+fn callers_answered_together_are_woken_one_after_another() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let (counts, ids) = answered(&mut calls, &mut fx, SHORT_RUN);
+    assert!(calls.relay(&mut fx), "the others wait on the relay");
     assert_eq!(fx.wake.len(), 1, "only the first is woken by the read");
     fx.wake.drain(..).for_each(Waker::wake);
-    assert_eq!(
-        counts.iter().map(|(c, _)| wakes(c)).collect::<Vec<_>>(),
-        [1, 0, 0]
-    );
+    let woken = |counts: &[Arc<Count>]| counts.iter().map(|c| wakes(c)).sum::<usize>();
+    assert_eq!((wakes(&counts[0]), woken(&counts)), (1, 1));
     // The first takes its answer and passes the relay on.
     assert!(poll(&mut calls, ids[0]).is_ready());
     calls.pass_on().unwrap().wake();
-    assert_eq!(wakes(&counts[1].0), 1);
+    assert_eq!((wakes(&counts[1]), woken(&counts)), (1, 2));
     // The second gives up instead: it passes it on too.
     calls.release(ids[1], true, Code::Cancelled, &mut fx);
     fx.wake.drain(..).for_each(Waker::wake);
-    assert_eq!(wakes(&counts[2].0), 1);
-    assert!(calls.pass_on().is_none());
+    assert_eq!((wakes(&counts[2]), woken(&counts)), (1, 3));
+}
+
+#[test]
+fn a_short_read_starts_two_relays() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let (_, ids) = answered(&mut calls, &mut fx, 3);
+    assert!(calls.relay(&mut fx));
+    assert_eq!(fx.wake.len(), 2, "two are woken by the read");
+    fx.wake.clear();
+    assert!(poll(&mut calls, ids[0]).is_ready());
+    assert!(calls.pass_on().is_some(), "the third is passed on");
+    assert!(poll(&mut calls, ids[1]).is_ready());
+    assert!(calls.pass_on().is_none(), "and the relay is over");
 }
 
 #[test]
 fn a_flush_or_a_lost_connection_wakes_the_whole_relay() {
     let mut calls = Calls::new();
     let mut fx = Effects::default();
-    let (count, waker) = counting();
-    for _ in 0..4 {
-        let Ok((id, _)) = calls.open(CallKind::Unary(Some(waker.clone())), true, 0) else {
-            panic!("opens")
-        };
-        calls.frame(message(id, true), &mut fx).unwrap();
-    }
+    let (counts, _) = answered(&mut calls, &mut fx, 5);
     calls.relay(&mut fx);
     fx.wake.clear();
     calls.flush_relay(&mut fx);
-    assert_eq!(fx.wake.len(), 3);
+    assert_eq!(fx.wake.len(), 3, "all but the two heads");
     fx.wake.drain(..).for_each(Waker::wake);
-    assert_eq!(wakes(&count), 3);
+    assert_eq!(counts.iter().map(|c| wakes(c)).sum::<usize>(), 3);
     // Queued again, then the connection goes.
-    for _ in 0..2 {
+    let (_, waker) = counting();
+    for _ in 0..3 {
         fx.wake.push(waker.clone());
     }
     calls.relay(&mut fx);
