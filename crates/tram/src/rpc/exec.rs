@@ -76,8 +76,10 @@ impl<T> Exec<T> {
     /// Adds `fut` and polls it once right away (a handler that needs no
     /// I/O finishes here, with no scheduling at all). Returns its key, or
     /// `None` if it already finished.
-    pub(crate) fn spawn(&mut self, fut: BoxFuture, tag: T) -> Option<usize> {
-        let idx = self.tasks.insert(Task { fut, tag });
+    pub(crate) fn spawn(&mut self, mut fut: BoxFuture, tag: T) -> Option<usize> {
+        // Polled with the waker of the slot it will take, before taking it:
+        // a future that finishes at once never touches the slab.
+        let idx = self.tasks.vacant_key();
         if idx == self.wakers.len() {
             let slot = Arc::new(SlotWaker {
                 idx,
@@ -87,12 +89,18 @@ impl<T> Exec<T> {
             let waker = Waker::from(slot.clone());
             self.wakers.push((slot, waker));
         }
-        if self.poll_one(idx) {
-            self.tasks.remove(idx);
-            None
-        } else {
-            Some(idx)
+        let (slot, waker) = &self.wakers[idx];
+        slot.queued.store(false, Ordering::Release);
+        if fut
+            .as_mut()
+            .poll(&mut Context::from_waker(waker))
+            .is_ready()
+        {
+            return None;
         }
+        let key = self.tasks.insert(Task { fut, tag });
+        debug_assert_eq!(key, idx);
+        Some(idx)
     }
 
     /// Drops the future at `idx` (cancellation).
