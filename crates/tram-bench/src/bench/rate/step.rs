@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
@@ -18,8 +18,9 @@ use crate::systems::{self, Echo, System, UnaryClient, WithEcho};
 struct StepState {
     /// One per connection; call `i` goes to `clients[i % len]`.
     clients: Vec<UnaryClient>,
-    /// The open-loop floor, which takes the schedule's batches instead.
-    floor: std::sync::OnceLock<systems::FloorOpenLoop>,
+    /// The open-loop floor's connections, which take the schedule's
+    /// batches instead (call `i` in the batch for `floor[i % len]`).
+    floor: std::sync::OnceLock<Vec<systems::FloorOpenLoop>>,
     payload: Bytes,
     epoch: Instant,
     schedule: Schedule,
@@ -60,14 +61,20 @@ impl StepState {
         self.in_flight.fetch_sub(1, Ordering::Release);
     }
 
-    /// Issues the calls of `batch`: to the floor in one write, or each as
-    /// its own task.
+    /// Issues the calls of `batch`: to the floor in one write per
+    /// connection, or each as its own task.
     async fn issue(self: Arc<Self>, batch: std::ops::Range<u64>) {
         if let Some(floor) = self.floor.get() {
-            let times = batch.clone().map(|i| self.schedule.intended(i));
-            if floor.send(times).await.is_err() {
-                for i in batch {
-                    self.finish(self.schedule.intended(i), false);
+            let n = floor.len() as u64;
+            // Each connection's calls of the batch: `first`, `first + n`, ...
+            for first in batch.start..batch.end.min(batch.start + n) {
+                let conn = &floor[(first % n) as usize];
+                let mine = (first..batch.end).step_by(n as usize);
+                let times = mine.clone().map(|i| self.schedule.intended(i));
+                if conn.send(times).await.is_err() {
+                    for i in mine {
+                        self.finish(self.schedule.intended(i), false);
+                    }
                 }
             }
             return;
@@ -104,10 +111,7 @@ pub(super) async fn step(
     args: &Args,
 ) -> anyhow::Result<RoundResult> {
     let floor = system == System::Floor;
-    if floor && args.connections > 1 {
-        bail!("the open-loop floor runs over one connection");
-    }
-    // The floor has a client of its own, made once the state is.
+    // The floor has clients of its own, made once the state is.
     let connections = if floor { 0 } else { args.connections.max(1) };
     let mut clients = Vec::with_capacity(connections);
     for _ in 0..connections {
@@ -131,18 +135,23 @@ pub(super) async fn step(
         errors: AtomicU64::new(0),
     });
     if floor {
-        let weak = Arc::downgrade(&state);
-        let client =
-            systems::FloorOpenLoop::connect(server.addr(), state.payload.clone(), move |sent| {
+        let mut conns = Vec::with_capacity(args.connections.max(1));
+        for _ in 0..args.connections.max(1) {
+            let weak = Arc::downgrade(&state);
+            let on_echo = move |sent: &[u64]| {
                 if let Some(state) = weak.upgrade() {
                     for &t in sent {
                         state.finish(t, true);
                     }
                 }
-            })
-            .await
-            .context("floor: connecting")?;
-        let _ = state.floor.set(client);
+            };
+            let conn =
+                systems::FloorOpenLoop::connect(server.addr(), state.payload.clone(), on_echo)
+                    .await
+                    .context("floor: connecting")?;
+            conns.push(conn);
+        }
+        let _ = state.floor.set(conns);
     }
     let cpu = Arc::new(Mutex::new(None));
     let stop = Arc::new(AtomicBool::new(false));
