@@ -25,11 +25,14 @@ use crate::conn::{self, Inbound};
 use crate::observe::{CloseReason, Observers, limit};
 
 /// Frames (or runs of one stream's plain messages, each counted once)
-/// decoded ahead of taking the call table's lock, at most. Short enough
-/// that the callers of a run are woken (and, on another worker, run) while
-/// the reader handles the next, and that callers opening calls are not
-/// held off for long; long enough to amortise the lock.
-const READ_RUN: usize = 32;
+/// decoded ahead of taking the call table's lock, at most. As long as a
+/// loaded connection's read usually is, so that one read starts one relay:
+/// each run handled wakes a relay's head, which pushes the run before's out
+/// of the worker's LIFO slot for the other worker to steal, and a read
+/// split into runs spreads its callers over both workers, whose caches then
+/// trade the call table's lines. Bounded so that the lock is held for some
+/// microseconds at most while callers wait to open calls.
+const READ_RUN: usize = 256;
 
 /// How long the callers on a relay may go unwoken (see `calls`): the bound
 /// on how long a caller that was woken and did not poll its call can hold
