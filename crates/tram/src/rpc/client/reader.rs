@@ -133,6 +133,8 @@ async fn read_loop(
     let mut settled = false;
     let mut fx = Effects::default();
     let mut batch = Vec::new();
+    // Bytes read up to the read being handled.
+    let mut handled = 0;
     // Keepalive: the timer is only looked at when it fires; frames just
     // move the last receive time (a clock read per read, no timer reset).
     let mut timers = Timers::new(Instant::now(), None, None, keepalive);
@@ -255,7 +257,8 @@ async fn read_loop(
                         break;
                     }
                 }
-                let relaying = relay && calls.relay(&mut fx);
+                let read = (inbound.bytes_received() - handled) as usize;
+                let relaying = relay && calls.relay(&mut fx, read);
                 conn.apply(calls, &mut fx);
                 relaying
             };
@@ -275,8 +278,8 @@ async fn read_loop(
                 }
             }
         }
-        conn.received
-            .store(inbound.bytes_received(), Ordering::Relaxed);
+        handled = inbound.bytes_received();
+        conn.received.store(handled, Ordering::Relaxed);
         if observers.counts_bytes() {
             let (now_received, now_sent) = (inbound.bytes_received(), conn.out.bytes_written());
             observers.transferred(now_received - reported_in, now_sent - reported_out);

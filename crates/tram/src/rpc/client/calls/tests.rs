@@ -146,7 +146,7 @@ fn callers_answered_together_are_woken_one_after_another() {
     let mut calls = Calls::new();
     let mut fx = Effects::default();
     let (counts, ids) = answered(&mut calls, &mut fx, SHORT_RUN);
-    assert!(calls.relay(&mut fx), "the others wait on the relay");
+    assert!(calls.relay(&mut fx, 0), "the others wait on the relay");
     assert_eq!(fx.wake.len(), 1, "only the first is woken by the read");
     fx.wake.drain(..).for_each(Waker::wake);
     let woken = |counts: &[Arc<Count>]| counts.iter().map(|c| wakes(c)).sum::<usize>();
@@ -166,7 +166,7 @@ fn a_short_read_starts_two_relays() {
     let mut calls = Calls::new();
     let mut fx = Effects::default();
     let (_, ids) = answered(&mut calls, &mut fx, 3);
-    assert!(calls.relay(&mut fx));
+    assert!(calls.relay(&mut fx, 3 * 100));
     assert_eq!(fx.wake.len(), 2, "two are woken by the read");
     fx.wake.clear();
     assert!(poll(&mut calls, ids[0]).is_ready());
@@ -176,11 +176,20 @@ fn a_short_read_starts_two_relays() {
 }
 
 #[test]
+fn a_short_read_of_large_answers_starts_one_relay() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    answered(&mut calls, &mut fx, 3);
+    assert!(calls.relay(&mut fx, 3 * 16_400));
+    assert_eq!(fx.wake.len(), 1, "one is woken by the read");
+}
+
+#[test]
 fn a_flush_or_a_lost_connection_wakes_the_whole_relay() {
     let mut calls = Calls::new();
     let mut fx = Effects::default();
     let (counts, _) = answered(&mut calls, &mut fx, 5);
-    calls.relay(&mut fx);
+    calls.relay(&mut fx, 0);
     fx.wake.clear();
     calls.flush_relay(&mut fx);
     assert_eq!(fx.wake.len(), 3, "all but the two heads");
@@ -191,7 +200,7 @@ fn a_flush_or_a_lost_connection_wakes_the_whole_relay() {
     for _ in 0..3 {
         fx.wake.push(waker.clone());
     }
-    calls.relay(&mut fx);
+    calls.relay(&mut fx, 0);
     fx.wake.clear();
     calls.fail_all(&Status::unavailable("lost"), &mut fx);
     assert_eq!(fx.wake.len(), 1, "the relay's caller is woken");
