@@ -162,7 +162,7 @@ impl Calls {
         } else {
             1
         };
-        if fx.wake.len() > heads {
+        if n > heads {
             self.relay.extend(fx.wake.drain(heads..));
         }
         !self.relay.is_empty()
