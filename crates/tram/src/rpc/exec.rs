@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 use parking_lot::Mutex;
 use slab::Slab;
@@ -89,13 +89,7 @@ impl<T> Exec<T> {
             let waker = Waker::from(slot.clone());
             self.wakers.push((slot, waker));
         }
-        let (slot, waker) = &self.wakers[idx];
-        slot.queued.store(false, Ordering::Release);
-        if fut
-            .as_mut()
-            .poll(&mut Context::from_waker(waker))
-            .is_ready()
-        {
+        if poll_in_slot(&self.wakers[idx], Some(&mut fut)) {
             return None;
         }
         let key = self.tasks.insert(Task { fut, tag });
@@ -135,20 +129,20 @@ impl<T> Exec<T> {
     /// Polls the future at `idx`; true if it finished (the caller removes
     /// it).
     fn poll_one(&mut self, idx: usize) -> bool {
-        let (slot, waker) = &self.wakers[idx];
-        slot.queued.store(false, Ordering::Release);
-        let mut cx = Context::from_waker(waker);
-        let Some(task) = self.tasks.get_mut(idx) else {
-            return false;
-        };
-        match task.fut.as_mut().poll(&mut cx) {
-            Poll::Ready(()) => true,
-            Poll::Pending => false,
-        }
+        let fut = self.tasks.get_mut(idx).map(|t| &mut t.fut);
+        poll_in_slot(&self.wakers[idx], fut)
     }
 
     /// Drops every future (the connection is closing).
     pub(crate) fn clear(&mut self) {
         self.tasks.clear();
     }
+}
+
+/// Polls `fut` (if any) as the occupant of `slot`: the slot's queued flag
+/// is cleared first, so that a wake-up during the poll queues it again.
+/// True if it finished.
+fn poll_in_slot((slot, waker): &(Arc<SlotWaker>, Waker), fut: Option<&mut BoxFuture>) -> bool {
+    slot.queued.store(false, Ordering::Release);
+    fut.is_some_and(|f| f.as_mut().poll(&mut Context::from_waker(waker)).is_ready())
 }
