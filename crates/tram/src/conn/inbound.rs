@@ -339,6 +339,11 @@ where
         self.received
     }
 
+    /// Bytes decoded so far: read, and handed out in messages.
+    pub fn bytes_decoded(&self) -> u64 {
+        self.received - self.buf.len() as u64
+    }
+
     /// The transport's read half.
     pub fn get_ref(&self) -> &R {
         &self.io

@@ -34,6 +34,16 @@ use crate::observe::{CloseReason, ConnStats, Observed, Observers, Registered, ob
 /// them while the server handles the next, for one write per turn at most.
 const TURN_FRAMES: usize = 64;
 
+/// Bytes of frames a turn handles, at most (it ends after the frame that
+/// reaches it). Large messages would otherwise make one turn of all that
+/// is in flight (32 calls of 16 KiB: half a megabyte), written in one go
+/// while the client waits, then waited for while the client answers: the
+/// two sides take turns instead of overlapping. Measured, not derived:
+/// 128 KiB (two read buffers) and 192 KiB did best at 16 KiB with 32 calls
+/// in flight (15% more calls per second than no bound), 32 and 64 KiB
+/// worse than none; below 2 KiB per frame it never binds.
+const TURN_BYTES: u64 = 128 * 1024;
+
 /// Serves the RPC protocol over `halves` until the connection ends, the
 /// client breaks the protocol (GOAWAY with the reason), or `stop` asks for
 /// a graceful shutdown (GOAWAY, then the calls in flight finish).
@@ -293,17 +303,21 @@ impl Driver {
         let out = self.out.clone();
         let _cork = out.cork();
         self.now = None;
-        // Frames first, a bounded number per turn so handlers get polled.
-        // Stopping at the bound leaves frames unread and no wake-up
-        // registered with the socket: the driver then wakes itself, and the
-        // writer sends the turn's answers meanwhile.
+        // Frames first, bounded in number and bytes per turn so handlers
+        // get polled. Stopping at a bound leaves frames unread and no
+        // wake-up registered with the socket: the driver then wakes itself,
+        // and the turn's answers go out meanwhile.
         let mut more_frames = true;
         let mut got = false;
+        let turn_ends = inbound.bytes_decoded() + TURN_BYTES;
         for _ in 0..TURN_FRAMES {
             match inbound.poll_recv(cx) {
                 Poll::Ready(Some(Ok(received))) => {
                     got = true;
                     self.received(received)?;
+                    if inbound.bytes_decoded() >= turn_ends {
+                        break;
+                    }
                 }
                 Poll::Ready(Some(Err(e))) => {
                     if e.kind() == conn::ErrorKind::Io || e.kind() == conn::ErrorKind::Truncated {
