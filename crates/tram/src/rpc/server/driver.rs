@@ -38,10 +38,10 @@ const TURN_FRAMES: usize = 64;
 /// reaches it). Large messages would otherwise make one turn of all that
 /// is in flight (32 calls of 16 KiB: half a megabyte), written in one go
 /// while the client waits, then waited for while the client answers: the
-/// two sides take turns instead of overlapping. Measured, not derived:
-/// 128 KiB (two read buffers) and 192 KiB did best at 16 KiB with 32 calls
-/// in flight (15% more calls per second than no bound), 32 and 64 KiB
-/// worse than none; below 2 KiB per frame it never binds.
+/// two sides take turns instead of overlapping. Measured, not derived (see
+/// the bench log): two read buffers' worth did best with 16 KiB messages,
+/// and bounds of one read buffer or less did worse than none. Below 2 KiB a
+/// frame the frame bound comes first.
 const TURN_BYTES: u64 = 128 * 1024;
 
 /// Serves the RPC protocol over `halves` until the connection ends, the
