@@ -39,9 +39,9 @@ const TURN_FRAMES: usize = 64;
 /// is in flight (32 calls of 16 KiB: half a megabyte), written in one go
 /// while the client waits, then waited for while the client answers: the
 /// two sides take turns instead of overlapping. Measured, not derived (see
-/// the bench log): two read buffers' worth did best with 16 KiB messages,
-/// and bounds of one read buffer or less did worse than none. Below 2 KiB a
-/// frame the frame bound comes first.
+/// the bench log): two read buffers' worth did best with 16 KiB messages;
+/// one was no better than no bound, half of one worse. Below 2 KiB a frame
+/// the frame bound comes first.
 const TURN_BYTES: u64 = 128 * 1024;
 
 /// Serves the RPC protocol over `halves` until the connection ends, the
