@@ -492,6 +492,28 @@ mod tests {
         assert_eq!(copied, 0);
     }
 
+    /// The decoded count moves by whole messages, header included, while
+    /// the received count moves by reads.
+    #[tokio::test]
+    async fn bytes_decoded_counts_whole_messages_of_a_read() {
+        let mut one_read = frame(100);
+        one_read.extend(frame(200));
+        one_read.extend(&frame(300)[..50]);
+        let mut inbound = Inbound::new(
+            Arrivals(vec![one_read].into()),
+            LengthDelimited::new(),
+            CHUNK,
+            1 << 20,
+        );
+        assert_eq!(inbound.bytes_decoded(), 0);
+        inbound.recv().await.unwrap().unwrap();
+        assert_eq!(inbound.bytes_received(), 104 + 204 + 50);
+        assert_eq!(inbound.bytes_decoded(), 104);
+        inbound.recv().await.unwrap().unwrap();
+        assert_eq!(inbound.bytes_decoded(), 104 + 204);
+        assert_eq!(inbound.buffered(), 50);
+    }
+
     /// Whole messages of a third of the read chunk: two leave more than a
     /// quarter chunk of room, into which the next is read across the
     /// buffer's end. After the first time, the buffer is replaced before
