@@ -10,6 +10,17 @@ fn main() -> std::io::Result<()> {
         out.join("echo_fds.bin"),
         prost::Message::encode_to_vec(&fds),
     )?;
+    // The cargo profile this binary is built with (`release`, `lto`, ...),
+    // for the result files: the directory `build/` lies in, in OUT_DIR
+    // (`target/<profile>/build/<crate>/out`).
+    let profile = out
+        .ancestors()
+        .find(|dir| dir.ends_with("build"))
+        .and_then(std::path::Path::parent)
+        .and_then(std::path::Path::file_name)
+        .and_then(|name| name.to_str())
+        .unwrap_or("unknown");
+    println!("cargo:rustc-env=TRAM_BENCH_PROFILE={profile}");
     let mut config = prost_build::Config::new();
     config.bytes(["."]);
     tonic_prost_build::configure()

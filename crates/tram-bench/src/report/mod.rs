@@ -15,6 +15,9 @@ pub(crate) struct Machine {
     pub(crate) cpu: String,
     pub(crate) cpus: usize,
     pub(crate) kernel: String,
+    /// The cargo profile the bench was built with: `release` (the
+    /// default) or `lto` (`cargo run --profile lto`).
+    pub(crate) build: &'static str,
     /// Round trips of a cache line between CPUs 0 and 1, in ns, one per
     /// round as the run went (`runner::guest`): what tells two guests of
     /// the same kind apart.
@@ -34,6 +37,7 @@ impl Machine {
             cpus: std::thread::available_parallelism().map_or(0, usize::from),
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map_or_else(|_| "unknown".into(), |k| k.trim().to_string()),
+            build: env!("TRAM_BENCH_PROFILE"),
             core_to_core_ns: crate::runner::guest::probes(),
         }
     }
