@@ -11,8 +11,10 @@ fn main() -> std::io::Result<()> {
         prost::Message::encode_to_vec(&fds),
     )?;
     // The cargo profile this binary is built with (`release`, `lto`, ...),
-    // for the result files: the directory `build/` lies in, in OUT_DIR
-    // (`target/<profile>/build/<crate>/out`).
+    // for the result files. Cargo's PROFILE says only `release` or `debug`
+    // (a custom profile reports the one it inherits), so the name is taken
+    // from the directory `build/` lies in, in OUT_DIR
+    // (`target/[<triple>/]<profile>/build/<crate>/out`).
     let profile = out
         .ancestors()
         .find(|dir| dir.ends_with("build"))

@@ -16,7 +16,7 @@ pub(crate) struct Machine {
     pub(crate) cpus: usize,
     pub(crate) kernel: String,
     /// The cargo profile the bench was built with: `release` (the
-    /// default) or `lto` (`cargo run --profile lto`).
+    /// default), `lto` (`cargo run --profile lto`), or `debug` in tests.
     pub(crate) build: &'static str,
     /// Round trips of a cache line between CPUs 0 and 1, in ns, one per
     /// round as the run went (`runner::guest`): what tells two guests of
