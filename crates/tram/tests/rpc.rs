@@ -358,3 +358,91 @@ async fn large_payloads_are_written_by_reference_and_arrive_whole() {
     })
     .await;
 }
+
+/// Field 1 as bytes, where `Echo` has a number.
+#[derive(Clone, PartialEq, prost::Message)]
+struct NotEcho {
+    #[prost(bytes = "vec", tag = "1")]
+    id: Vec<u8>,
+}
+
+/// The echo's methods as `unary_sync` handlers: answered on the
+/// connection's task, or (with `spawn_handlers`) as `unary` ones.
+fn sync_service(spawned: bool) -> tram::rpc::ServerBuilder {
+    Server::builder()
+        .spawn_handlers(spawned)
+        .unary_sync("/test.Sync/Say", |req: Request<Echo>| {
+            let md = req.metadata().clone();
+            let mut headers = Metadata::builder();
+            let mut trailers = Metadata::builder();
+            if let Some(v) = md.get("x-echo") {
+                let v = std::str::from_utf8(v).unwrap();
+                headers.ascii("x-initial", v).unwrap();
+                trailers.ascii("x-echoed", v).unwrap();
+            }
+            Ok(Response::new(req.into_inner())
+                .with_metadata(headers.build())
+                .with_trailers(trailers.build()))
+        })
+        .unary_sync("/test.Sync/Fail", |req: Request<Echo>| {
+            let code = Code::from_u64(req.get_ref().id).unwrap();
+            Err::<Response<Echo>, _>(tram::rpc::Status::new(code, "refused"))
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unary_sync_answers_like_unary() {
+    for spawned in [false, true] {
+        let (addr, _stop, _task) = start(sync_service(spawned).build()).await;
+        let ch = Channel::new(addr.to_string());
+        let md = Metadata::builder()
+            .ascii("x-echo", "hello")
+            .unwrap()
+            .build();
+        let r: Response<Echo> = within(
+            5,
+            "unary_sync",
+            ch.unary("/test.Sync/Say", Request::new(echo(3)).with_metadata(md)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.get_ref(), &echo(3), "spawned: {spawned}");
+        assert_eq!(r.metadata().get("x-initial"), Some(&b"hello"[..]));
+        assert_eq!(r.trailers().get("x-echoed"), Some(&b"hello"[..]));
+        // Without metadata: the one-frame answer.
+        let r: Response<Echo> = ch
+            .unary("/test.Sync/Say", Request::new(echo(4)))
+            .await
+            .unwrap();
+        assert_eq!(r.into_inner(), echo(4));
+        let err = ch
+            .unary::<_, Echo>("/test.Sync/Fail", Request::new(echo(5)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::from_u64(5).unwrap());
+        assert_eq!(err.message(), "refused");
+        assert!(err.is_remote());
+        // A request that does not decode as the handler's type.
+        let err = ch
+            .unary::<_, Echo>("/test.Sync/Say", Request::new(NotEcho { id: vec![1] }))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Internal, "{err}");
+        assert!(err.message().contains("does not decode"), "{err}");
+        // Many at once, on one connection.
+        let mut calls = tokio::task::JoinSet::new();
+        for i in 0..500 {
+            let ch = ch.clone();
+            calls.spawn(async move {
+                let r = ch
+                    .unary::<_, Echo>("/test.Sync/Say", Request::new(echo(i)))
+                    .await;
+                (i, r.unwrap().into_inner().id)
+            });
+        }
+        while let Some(answer) = calls.join_next().await {
+            let (sent, got) = answer.unwrap();
+            assert_eq!(sent, got);
+        }
+    }
+}

@@ -60,13 +60,16 @@ async fn allocations_per_unary_call() {
         .unary("/test.Echo/Say", |req: Request<Echo>| async move {
             Ok(Response::new(req.into_inner()))
         })
+        .unary_sync("/test.Echo/SaySync", |req: Request<Echo>| {
+            Ok(Response::new(req.into_inner()))
+        })
         .build();
     tokio::spawn(server.serve_listener(listener, std::future::pending()));
     let ch = Channel::new(addr.to_string());
     let payload = Bytes::from_static(b"0123456789abcdef");
-    let call = |id| {
+    let call = |path: &'static str, id| {
         ch.unary::<_, Echo>(
-            "/test.Echo/Say",
+            path,
             Request::new(Echo {
                 id,
                 payload: payload.clone(),
@@ -75,25 +78,36 @@ async fn allocations_per_unary_call() {
     };
     println!(
         "unary call future: {} bytes",
-        std::mem::size_of_val(&call(0))
+        std::mem::size_of_val(&call("/test.Echo/Say", 0))
     );
-    for id in 0..1000 {
-        call(id).await.unwrap();
-    }
-    const N: u64 = 1000;
-    let before = ALLOCS.load(Ordering::Relaxed);
-    let sizes_before: Vec<u64> = SIZES.iter().map(|a| a.load(Ordering::Relaxed)).collect();
-    for id in 0..N {
-        let r = call(id).await.unwrap();
-        assert_eq!(r.get_ref().id, id);
-    }
-    let per_call = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / N as f64;
-    println!("allocations per unary call (client + server): {per_call:.2}");
-    for (i, (a, b)) in SIZES.iter().zip(sizes_before).enumerate() {
-        let n = a.load(Ordering::Relaxed) - b;
-        if n > 0 {
-            println!("  {n} allocations of < {} bytes", 1usize << (3 * (i + 1)));
+    let mut per_call = Vec::new();
+    for path in ["/test.Echo/Say", "/test.Echo/SaySync"] {
+        for id in 0..1000 {
+            call(path, id).await.unwrap();
         }
+        const N: u64 = 1000;
+        let before = ALLOCS.load(Ordering::Relaxed);
+        let sizes_before: Vec<u64> = SIZES.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        for id in 0..N {
+            let r = call(path, id).await.unwrap();
+            assert_eq!(r.get_ref().id, id);
+        }
+        let n = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / N as f64;
+        println!("allocations per unary call to {path} (client + server): {n:.2}");
+        for (i, (a, b)) in SIZES.iter().zip(sizes_before).enumerate() {
+            let n = a.load(Ordering::Relaxed) - b;
+            if n > 0 {
+                println!("  {n} allocations of < {} bytes", 1usize << (3 * (i + 1)));
+            }
+        }
+        assert!(n < 8.0, "{n} allocations per call to {path}");
+        per_call.push(n);
     }
-    assert!(per_call < 8.0, "{per_call} allocations per call");
+    // A `unary_sync` handler has no future to box.
+    assert!(
+        per_call[1] <= per_call[0] - 0.9,
+        "unary_sync: {} allocations per call, unary: {}",
+        per_call[1],
+        per_call[0]
+    );
 }

@@ -45,6 +45,10 @@ pub(crate) struct Args {
     /// instead of plain tram.
     #[arg(long)]
     observed: bool,
+    /// Unary calls of `tram-sync` (the echo registered with `unary_sync`)
+    /// instead of plain tram.
+    #[arg(long, conflicts_with = "observed")]
+    sync: bool,
     /// Unary calls of a channel balancing over this many servers (each
     /// on its own loopback port) instead of a channel to one address.
     #[arg(long)]
@@ -63,6 +67,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let addr = listener.local_addr()?;
         let system = if args.observed {
             System::TramObserved
+        } else if args.sync {
+            System::TramSync
         } else {
             System::Tram
         };

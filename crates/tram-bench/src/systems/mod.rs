@@ -52,6 +52,9 @@ pub(crate) enum System {
     /// axum 0.8 answering the same JSON with a serde handler, called as
     /// `tram-connect` is: the reference for Connect JSON.
     AxumJson,
+    /// tram with its echo handler registered with `unary_sync` (it never
+    /// awaits): answered on the connection's task, without a future.
+    TramSync,
     /// tram with its server in thread-per-core mode (`ServerBuilder::threads`
     /// with as many threads as the server's `--workers`).
     TramCores,
@@ -87,6 +90,7 @@ impl System {
             System::TramConnect => "tram-connect",
             System::AxumJson => "axum-json",
             System::TramCores => "tram-cores",
+            System::TramSync => "tram-sync",
             System::TramObserved => "tram-observed",
             System::Tonic => "tonic",
             System::Protosocket => "protosocket",
@@ -140,17 +144,18 @@ pub(crate) async fn serve(
     threads: usize,
 ) -> anyhow::Result<()> {
     match (workload, system) {
-        (Workload::Unary, System::Tram) => tram::serve_unary(listener, false, None).await,
+        (Workload::Unary, System::Tram) => tram::serve_unary(listener, false, None, false).await,
+        (Workload::Unary, System::TramSync) => tram::serve_unary(listener, false, None, true).await,
         (Workload::Unary, System::TramObserved) => {
             tram::install_observability(true);
-            tram::serve_unary(listener, false, None).await
+            tram::serve_unary(listener, false, None, false).await
         }
         (Workload::Unary, System::TramGrpc | System::TramConnect) => {
-            tram::serve_unary(listener, true, None).await
+            tram::serve_unary(listener, true, None, false).await
         }
         (Workload::Unary, System::AxumJson) => json::serve_axum(listener).await,
         (Workload::Unary, System::TramCores) => {
-            tram::serve_unary(listener, false, Some(threads)).await
+            tram::serve_unary(listener, false, Some(threads), false).await
         }
         (Workload::Unary, System::Tonic) => tonic::serve(listener).await,
         (Workload::Unary | Workload::Stream, System::Protosocket) => {
@@ -202,7 +207,7 @@ impl UnaryClient {
         Ok(match system {
             // Connected now, as the others are: a first call must not
             // wait for its connection inside the measured window.
-            System::Tram | System::TramCores | System::TramObserved => {
+            System::Tram | System::TramCores | System::TramSync | System::TramObserved => {
                 let observed = system == System::TramObserved;
                 tram::observing(observed);
                 let channel = ::tram::Channel::builder(addr.to_string())

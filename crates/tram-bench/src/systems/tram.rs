@@ -14,17 +14,24 @@ use super::echo::{EchoMessage, PATH, STREAM_PATH};
 use crate::runner::flow::{Counter, Window};
 
 /// Serves the unary echo (behind the gRPC gateway too, with `gateway`; on
-/// threads of its own, with `cores`) until aborted.
+/// threads of its own, with `cores`; with a handler that does not await,
+/// with `sync`) until aborted.
 pub(super) async fn serve_unary(
     listener: TcpListener,
     gateway: bool,
     cores: Option<usize>,
+    sync: bool,
 ) -> anyhow::Result<()> {
-    let mut builder = Server::builder()
-        .max_concurrent_calls(65_536)
-        .unary(PATH, |req: Request<EchoMessage>| async move {
+    let builder = Server::builder().max_concurrent_calls(65_536);
+    let mut builder = if sync {
+        builder.unary_sync(PATH, |req: Request<EchoMessage>| {
             Ok(Response::new(req.into_inner()))
-        });
+        })
+    } else {
+        builder.unary(PATH, |req: Request<EchoMessage>| async move {
+            Ok(Response::new(req.into_inner()))
+        })
+    };
     if let Some(n) = cores {
         builder = builder.threads(n);
     }

@@ -14,7 +14,8 @@ use super::super::timers::Keepalive;
 use super::super::transport::ServerTls;
 use super::super::{Request, Response, Status, Streaming};
 use super::handler::{
-    IncomingCall, MethodKind, Route, request_stream, respond_one, respond_stream, single_request,
+    Handler, IncomingCall, Inline, MethodKind, Route, answer_now, request_stream, respond_one,
+    respond_stream, single_request,
 };
 use super::{Routes, Server};
 use crate::conn::{self, TcpConfig};
@@ -116,6 +117,30 @@ impl ServerBuilder {
         })
     }
 
+    /// Registers a unary method whose handler answers without awaiting (a
+    /// lookup in memory, a computation): it runs on the connection's task
+    /// as soon as the request is decoded, with no future to allocate and
+    /// poll. While it runs, the connection's other calls wait, so it must
+    /// not block; a handler that waits for anything belongs in
+    /// [`ServerBuilder::unary`]. (With
+    /// [`spawn_handlers`](ServerBuilder::spawn_handlers), and behind the
+    /// gateway, it runs as a `unary` handler would.)
+    pub fn unary_sync<Req, Resp, F>(self, path: &str, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + Send + 'static,
+        F: Fn(Request<Req>) -> Result<Response<Resp>, Status> + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        let g = f.clone();
+        let handler = move |mut call: IncomingCall| {
+            let outcome = single_request(&mut call).map(|req| std::future::ready(g(req)));
+            respond_one(call, outcome)
+        };
+        let inline: Inline = Box::new(move |call: &mut IncomingCall| answer_now(call, &*f));
+        self.add_route(path, MethodKind::Unary, Box::new(handler), Some(inline))
+    }
+
     /// Registers a server-streaming method: the handler returns a stream of
     /// responses.
     pub fn server_streaming<Req, Resp, S, F, Fut>(self, path: &str, f: F) -> Self
@@ -171,17 +196,28 @@ impl ServerBuilder {
     }
 
     fn route(
-        mut self,
+        self,
         path: &str,
         kind: MethodKind,
         handler: impl Fn(IncomingCall) -> super::super::exec::BoxFuture + Send + Sync + 'static,
+    ) -> Self {
+        self.add_route(path, kind, Box::new(handler), None)
+    }
+
+    fn add_route(
+        mut self,
+        path: &str,
+        kind: MethodKind,
+        handler: Handler,
+        inline: Option<Inline>,
     ) -> Self {
         self.routes.insert(
             path.to_owned(),
             Arc::new(Route {
                 name: path.into(),
                 kind,
-                handler: Box::new(handler),
+                handler,
+                inline,
                 observed: std::sync::OnceLock::new(),
             }),
         );

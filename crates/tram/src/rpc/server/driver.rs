@@ -260,6 +260,10 @@ impl Effects for Act<'_> {
             shared: a.shared,
             observed,
         };
+        if let (Some(inline), false) = (&route.inline, self.spawn_handlers) {
+            let mut incoming = incoming;
+            return inline(&mut incoming).and_then(|waiting| self.exec.spawn(waiting, call));
+        }
         let mut fut = (route.handler)(incoming);
         if self.spawn_handlers {
             fut = spawned(fut);

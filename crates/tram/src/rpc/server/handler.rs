@@ -68,12 +68,22 @@ impl IncomingCall {
 /// future, which writes the call's answer itself.
 pub(crate) type Handler = Box<dyn Fn(IncomingCall) -> BoxFuture + Send + Sync>;
 
+/// A handler that answers on the connection's task, without a future
+/// ([`ServerBuilder::unary_sync`](super::ServerBuilder::unary_sync)). It
+/// returns the future that waits for room in the outbound queue, in the
+/// rare case the queue is full.
+pub(crate) type Inline = Box<dyn Fn(&mut IncomingCall) -> Option<BoxFuture> + Send + Sync>;
+
 /// A method the server serves.
 pub(crate) struct Route {
     /// The method's path, as bound (`/package.Service/Method`).
     pub(crate) name: Box<str>,
     pub(crate) kind: MethodKind,
     pub(crate) handler: Handler,
+    /// The same method without a future, where it has one: the driver runs
+    /// it in place of `handler` (which stays for the paths that need a
+    /// future: spawned handlers, the gateway).
+    pub(crate) inline: Option<Inline>,
     /// The method as the server's observers see tram's calls of it, from
     /// its first observed call.
     pub(crate) observed: OnceLock<&'static MethodObs>,
@@ -194,6 +204,22 @@ where
             }
         }
     }
+}
+
+/// Answers a unary call at once with `f`, a handler that does not await:
+/// the request decoded, `f` run inside the call's span, the answer queued.
+pub(crate) fn answer_now<Req, Resp, F>(call: &mut IncomingCall, f: &F) -> Option<BoxFuture>
+where
+    Req: prost::Message + Default,
+    Resp: prost::Message + Send + 'static,
+    F: Fn(Request<Req>) -> Result<Response<Resp>, Status>,
+{
+    let outcome = {
+        let request = single_request(call);
+        let _in_call = call.observed.as_deref().map(Observed::enter);
+        request.and_then(f)
+    };
+    finish_unary(call, outcome)
 }
 
 /// Runs a handler that answers with a stream (server streaming, bidi) under

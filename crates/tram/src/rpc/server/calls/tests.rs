@@ -38,6 +38,7 @@ fn route(name: &str, kind: MethodKind) -> Arc<Route> {
         name: name.into(),
         kind,
         handler: Box::new(handler),
+        inline: None,
         observed: std::sync::OnceLock::new(),
     })
 }
