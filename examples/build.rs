@@ -1,6 +1,7 @@
 //! Generates the kv, echo and gRPC interop services from proto/ with
-//! tram-build, and (for the interop tests' gRPC client) tonic's client of
-//! the interop service, all compiled with protox: no system protoc.
+//! tram-build (the echo twice: once more with `Say` as a plain function,
+//! `sync_unary`), and (for the interop tests' gRPC client) tonic's client
+//! of the interop service, all compiled with protox: no system protoc.
 fn main() -> std::io::Result<()> {
     tram_build::compile_protos(
         &[
@@ -10,6 +11,13 @@ fn main() -> std::io::Result<()> {
         ],
         &["proto"],
     )?;
+    let out_dir = std::env::var("OUT_DIR").map_err(std::io::Error::other)?;
+    let sync = std::path::PathBuf::from(&out_dir).join("sync");
+    std::fs::create_dir_all(&sync)?;
+    tram_build::Builder::new()
+        .out_dir(&sync)
+        .sync_unary(["echo.Echo.Say"])
+        .compile(&["proto/echo.proto"], &["proto"])?;
     let fds = protox::compile(["proto/grpc/testing/test.proto"], ["proto"])
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").map_err(std::io::Error::other)?)

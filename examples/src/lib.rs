@@ -24,6 +24,12 @@ pub mod proto {
     pub mod echo {
         tram::include_proto!("echo");
     }
+    /// `proto/echo.proto` again, with `Say` a plain function on the server
+    /// (`tram_build::Builder::sync_unary`).
+    #[allow(missing_docs, unreachable_pub)]
+    pub mod echo_sync {
+        include!(concat!(env!("OUT_DIR"), "/sync/echo.rs"));
+    }
     /// `proto/grpc/testing/*.proto`: the gRPC interop test service.
     #[allow(missing_docs, unreachable_pub, clippy::all)]
     pub mod interop {

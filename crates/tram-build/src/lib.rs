@@ -9,7 +9,10 @@
 //! - `<service>_server::<Service>`: a trait with one async method per RPC,
 //!   shaped like tonic's (`Request<T>` in, `Result<Response<T>, Status>`
 //!   out; an associated `Stream` type per server-streaming method; a
-//!   `tram::Streaming` of requests for client streams);
+//!   `tram::Streaming` of requests for client streams); a unary method
+//!   named in [`Builder::sync_unary`] is a plain function instead, served
+//!   with `ServerBuilder::unary_sync` (on the connection's task, with no
+//!   future);
 //! - `<service>_server::<Service>Server<T>`: registers an implementation
 //!   with a `tram::ServerBuilder` (`builder.add_service(...)`);
 //! - `<service>_client::<Service>Client`: a typed client over a
@@ -61,6 +64,7 @@ pub struct Builder {
     out_dir: Option<PathBuf>,
     client: bool,
     server: bool,
+    sync_unary: Vec<String>,
 }
 
 impl Default for Builder {
@@ -76,6 +80,7 @@ impl Builder {
             out_dir: None,
             client: true,
             server: true,
+            sync_unary: Vec::new(),
         }
     }
 
@@ -94,6 +99,17 @@ impl Builder {
     /// Whether to generate server traits (default true).
     pub fn server(mut self, on: bool) -> Self {
         self.server = on;
+        self
+    }
+
+    /// Unary methods, each named `package.Service.Method`, whose server
+    /// trait method is a plain function rather than an async one, for
+    /// handlers that never await (a lookup in memory, a computation): they
+    /// are registered with `ServerBuilder::unary_sync` and answered on the
+    /// connection's task, with no future per call. A streaming method
+    /// named here is a compile error in the generated code.
+    pub fn sync_unary(mut self, methods: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.sync_unary.extend(methods.into_iter().map(Into::into));
         self
     }
 
@@ -128,6 +144,7 @@ impl Builder {
             .service_generator(Box::new(service::TramGenerator {
                 client: self.client,
                 server: self.server,
+                sync_unary: self.sync_unary,
             }));
         config.compile_fds(fds)
     }

@@ -7,12 +7,14 @@ use prost_build::{Method, Service, ServiceGenerator};
 pub(crate) struct TramGenerator {
     pub(crate) client: bool,
     pub(crate) server: bool,
+    /// Unary methods (`package.Service.Method`) served without a future.
+    pub(crate) sync_unary: Vec<String>,
 }
 
 impl ServiceGenerator for TramGenerator {
     fn generate(&mut self, service: Service, buf: &mut String) {
         if self.server {
-            server(&service, buf);
+            server(&service, &self.sync_unary, buf);
         }
         if self.client {
             client(&service, buf);
@@ -68,11 +70,24 @@ fn snake(name: &str) -> String {
     out
 }
 
+/// The method as [`TramGenerator::sync_unary`] names it.
+fn full_name(service: &Service, method: &Method) -> String {
+    if service.package.is_empty() {
+        format!("{}.{}", service.proto_name, method.proto_name)
+    } else {
+        format!(
+            "{}.{}.{}",
+            service.package, service.proto_name, method.proto_name
+        )
+    }
+}
+
 fn stream_type(method: &Method) -> String {
     format!("{}Stream", method.proto_name)
 }
 
-fn server(service: &Service, buf: &mut String) {
+fn server(service: &Service, sync_unary: &[String], buf: &mut String) {
+    let sync = |m: &Method| sync_unary.contains(&full_name(service, m));
     let name = &service.name;
     let module = format!("{}_server", snake(name));
     let _ = writeln!(buf, "/// Server side of `{}`.", service.proto_name);
@@ -100,11 +115,25 @@ fn server(service: &Service, buf: &mut String) {
             output
         };
         docs(&m.comments, "        ", buf);
-        let _ = writeln!(
-            buf,
-            "        fn {}(&self, request: {req}) -> impl Future<Output = Result<Response<{resp}>, Status>> + Send;",
-            m.name
-        );
+        if sync(m) && (m.client_streaming || m.server_streaming) {
+            let _ = writeln!(
+                buf,
+                "        compile_error!(\"tram-build: sync_unary names {}, which streams\");",
+                full_name(service, m)
+            );
+        } else if sync(m) {
+            let _ = writeln!(
+                buf,
+                "        fn {}(&self, request: {req}) -> Result<Response<{resp}>, Status>;",
+                m.name
+            );
+        } else {
+            let _ = writeln!(
+                buf,
+                "        fn {}(&self, request: {req}) -> impl Future<Output = Result<Response<{resp}>, Status>> + Send;",
+                m.name
+            );
+        }
     }
     buf.push_str("    }\n\n");
     let _ = writeln!(
@@ -130,6 +159,16 @@ fn server(service: &Service, buf: &mut String) {
         fn register(self, builder: ServerBuilder) -> ServerBuilder {{"
     );
     for m in &service.methods {
+        if sync(m) && !m.client_streaming && !m.server_streaming {
+            let _ = writeln!(
+                buf,
+                "            let inner = self.inner.clone();
+            let builder = builder.unary_sync(\"{}\", move |request| inner.{}(request));",
+                path(service, m),
+                m.name
+            );
+            continue;
+        }
         let kind = match (m.client_streaming, m.server_streaming) {
             (false, false) => "unary",
             (false, true) => "server_streaming",
@@ -233,4 +272,68 @@ fn client(service: &Service, buf: &mut String) {
         let _ = writeln!(buf, "        {body}\n");
     }
     buf.push_str("    }\n}\n\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use prost_build::{Comments, Method, Service};
+
+    use super::server;
+
+    fn method(name: &str, server_streaming: bool) -> Method {
+        Method {
+            name: name.to_lowercase(),
+            proto_name: name.to_owned(),
+            comments: Comments::default(),
+            input_type: "Msg".to_owned(),
+            output_type: "Msg".to_owned(),
+            input_proto_type: ".pkg.Msg".to_owned(),
+            output_proto_type: ".pkg.Msg".to_owned(),
+            options: Default::default(),
+            client_streaming: false,
+            server_streaming,
+        }
+    }
+
+    fn service(methods: Vec<Method>) -> Service {
+        Service {
+            name: "Svc".to_owned(),
+            proto_name: "Svc".to_owned(),
+            package: "pkg".to_owned(),
+            comments: Comments::default(),
+            methods,
+            options: Default::default(),
+        }
+    }
+
+    #[test]
+    fn sync_unary_methods_are_plain_functions_served_with_unary_sync() {
+        let svc = service(vec![method("Get", false), method("Put", false)]);
+        let mut buf = String::new();
+        server(&svc, &["pkg.Svc.Get".to_owned()], &mut buf);
+        assert!(
+            buf.contains("fn get(&self, request: Request<super::Msg>) -> Result<Response<super::Msg>, Status>;"),
+            "{buf}"
+        );
+        assert!(buf.contains("builder.unary_sync(\"/pkg.Svc/Get\""), "{buf}");
+        // The others stay async.
+        assert!(
+            buf.contains("fn put(&self, request: Request<super::Msg>) -> impl Future<"),
+            "{buf}"
+        );
+        assert!(buf.contains("builder.unary(\"/pkg.Svc/Put\""), "{buf}");
+    }
+
+    #[test]
+    fn a_streaming_method_named_sync_is_a_compile_error() {
+        let svc = service(vec![method("Watch", true)]);
+        let mut buf = String::new();
+        server(&svc, &["pkg.Svc.Watch".to_owned()], &mut buf);
+        assert!(
+            buf.contains(
+                "compile_error!(\"tram-build: sync_unary names pkg.Svc.Watch, which streams\")"
+            ),
+            "{buf}"
+        );
+    }
 }
