@@ -70,16 +70,10 @@ fn snake(name: &str) -> String {
     out
 }
 
-/// The method as [`TramGenerator::sync_unary`] names it.
+/// The method as [`TramGenerator::sync_unary`] names it: its path
+/// without the leading slash, dotted (`package.Service.Method`).
 fn full_name(service: &Service, method: &Method) -> String {
-    if service.package.is_empty() {
-        format!("{}.{}", service.proto_name, method.proto_name)
-    } else {
-        format!(
-            "{}.{}.{}",
-            service.package, service.proto_name, method.proto_name
-        )
-    }
+    path(service, method)[1..].replace('/', ".")
 }
 
 fn stream_type(method: &Method) -> String {
