@@ -19,7 +19,8 @@ const SLEEP: &str = "/test.Slow/Sleep";
 const ECHO: &str = "/test.Slow/Echo";
 
 /// A server whose `SLEEP` method sleeps (it counts handlers dropped
-/// unfinished) and whose `ECHO` answers at once.
+/// unfinished) and whose `ECHO` answers at once (a `unary_sync` handler,
+/// which the gateway runs as a `unary` one).
 async fn start(dropped: Arc<AtomicUsize>) -> SocketAddr {
     let server = Server::builder()
         .unary(SLEEP, move |req: tram::rpc::Request<RawMessage>| {
@@ -39,7 +40,7 @@ async fn start(dropped: Arc<AtomicUsize>) -> SocketAddr {
                 Ok(Response::new(req.into_inner()))
             }
         })
-        .unary(ECHO, |req: tram::rpc::Request<RawMessage>| async move {
+        .unary_sync(ECHO, |req: tram::rpc::Request<RawMessage>| {
             Ok(Response::new(req.into_inner()))
         })
         .build();

@@ -251,7 +251,7 @@ impl Effects for Act<'_> {
         if let (Some(o), Some(m)) = (&observed, &a.message) {
             o.request_message(|| m.len());
         }
-        let incoming = IncomingCall {
+        let mut incoming = IncomingCall {
             call,
             message: a.message,
             metadata: a.metadata,
@@ -261,7 +261,6 @@ impl Effects for Act<'_> {
             observed,
         };
         if let (Some(inline), false) = (&route.inline, self.spawn_handlers) {
-            let mut incoming = incoming;
             return inline(&mut incoming).and_then(|waiting| self.exec.spawn(waiting, call));
         }
         let mut fut = (route.handler)(incoming);
