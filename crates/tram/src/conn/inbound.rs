@@ -25,7 +25,10 @@ pub struct Inbound<R, D> {
     io: R,
     decoder: D,
     buf: BytesMut,
+    /// The room a read is given when the buffer needs more.
     read_chunk: usize,
+    /// What `read_chunk` may grow to.
+    max_read_chunk: usize,
     max_buffered: usize,
     state: ReadState,
     /// A decode error found while draining a batch, returned next.
@@ -54,12 +57,19 @@ where
     R: AsyncRead + Unpin,
     D: Decoder,
 {
-    pub(crate) fn new(io: R, decoder: D, read_chunk: usize, max_buffered: usize) -> Self {
+    pub(crate) fn new(
+        io: R,
+        decoder: D,
+        read_chunk: usize,
+        max_read_chunk: usize,
+        max_buffered: usize,
+    ) -> Self {
         Inbound {
             io,
             decoder,
             buf: BytesMut::with_capacity(read_chunk),
             read_chunk,
+            max_read_chunk: max_read_chunk.max(read_chunk),
             max_buffered,
             state: ReadState::Open,
             pending_error: None,
@@ -258,6 +268,7 @@ where
             let room = self.read_chunk.min(self.max_buffered - self.buf.len());
             self.make_room(room);
         }
+        let room = self.buf.capacity() - self.buf.len();
         let n = match ready!(tokio_util::io::poll_read_buf(
             Pin::new(&mut self.io),
             cx,
@@ -271,6 +282,12 @@ where
         };
         if n == 0 {
             self.state = ReadState::Eof;
+        }
+        if n == room && self.read_chunk < self.max_read_chunk {
+            // The socket held more than the read could take: read more at
+            // a time from now on.
+            self.read_chunk = (self.read_chunk * 2).min(self.max_read_chunk);
+            self.refill_below = self.refill_below.max(self.read_chunk / 4);
         }
         self.received += n as u64;
         Poll::Ready(None)
@@ -461,6 +478,7 @@ mod tests {
             Arrivals(arrivals.into()),
             LengthDelimited::new(),
             CHUNK,
+            CHUNK,
             1 << 20,
         );
         let mut kept: Option<Bytes> = None;
@@ -492,6 +510,30 @@ mod tests {
         assert_eq!(copied, 0);
     }
 
+    /// Reads from a socket that holds more than they take double, up to
+    /// the largest read; reads that a peer's writes never fill stay at the
+    /// first size.
+    #[tokio::test]
+    async fn reads_grow_only_while_the_socket_holds_more() {
+        let (len, n) = (4096, 200);
+        let backlog: Vec<u8> = (0..n).flat_map(|_| frame(len)).collect();
+        let trickle: Vec<Vec<u8>> = (0..n).map(|_| frame(len)).collect();
+        for (arrivals, grown) in [(vec![backlog], 4 * CHUNK), (trickle, CHUNK)] {
+            let mut inbound = Inbound::new(
+                Arrivals(arrivals.into()),
+                LengthDelimited::new(),
+                CHUNK,
+                4 * CHUNK,
+                1 << 20,
+            );
+            for _ in 0..n {
+                assert_eq!(inbound.recv().await.unwrap().unwrap().len(), len);
+            }
+            assert_eq!(inbound.read_chunk, grown);
+            assert!(inbound.recv().await.is_none());
+        }
+    }
+
     /// The decoded count moves by whole messages, header included, while
     /// the received count moves by reads.
     #[tokio::test]
@@ -502,6 +544,7 @@ mod tests {
         let mut inbound = Inbound::new(
             Arrivals(vec![one_read].into()),
             LengthDelimited::new(),
+            CHUNK,
             CHUNK,
             1 << 20,
         );

@@ -48,7 +48,10 @@ macro_rules! connection_setters {
         }
 
         /// Message-stream options of every connection (buffer sizes, the
-        /// outbound queue's bound in bytes, inline writes).
+        /// outbound queue's bound in bytes, inline writes). By default a
+        /// server's connections use [`Config::default`]($crate::conn::Config)
+        /// and a channel's the same with an 8 MiB outbound queue; a config
+        /// given here replaces either whole.
         pub fn connection(mut self, config: $crate::conn::Config) -> Self {
             self.config.conn = config;
             self
