@@ -481,8 +481,6 @@ impl Driver {
     }
 }
 
-/// Runs `fut` as a task of its own; the returned future waits for it, and
-/// dropping it (a cancelled call) aborts the task.
 /// How a driver's turn ended.
 enum Turn {
     /// At a bound, with frames maybe left to read.
@@ -493,6 +491,8 @@ enum Turn {
     Ended,
 }
 
+/// Runs `fut` as a task of its own; the returned future waits for it, and
+/// dropping it (a cancelled call) aborts the task.
 fn spawned(fut: BoxFuture) -> BoxFuture {
     let task = AbortOnDrop(tokio::spawn(fut));
     Box::pin(async move {
