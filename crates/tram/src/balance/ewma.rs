@@ -6,7 +6,7 @@
 //! samples that would clear it.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -34,6 +34,8 @@ pub(crate) struct PeakEwma {
     stamp: AtomicU64,
     /// The decay's time constant, in nanoseconds.
     tau: f64,
+    /// A sample has been taken: until then the value is the prior.
+    measured: AtomicBool,
 }
 
 impl PeakEwma {
@@ -44,6 +46,7 @@ impl PeakEwma {
             nanos: AtomicU64::new((initial.as_nanos() as f64).to_bits()),
             stamp: AtomicU64::new(nanos(now)),
             tau: tau.as_nanos().max(1) as f64,
+            measured: AtomicBool::new(false),
         }
     }
 
@@ -61,7 +64,12 @@ impl PeakEwma {
         let sample = rtt_ns as f64;
         let last = self.stamp.swap(now_ns, Ordering::Relaxed);
         let current = f64::from_bits(self.nanos.load(Ordering::Relaxed));
-        let next = if sample > current {
+        // The prior is a guess, not a sample: the first sample replaces it.
+        // Blended in, a prior slower than the fleet would keep a new
+        // endpoint looking slow for a time constant (a second by default),
+        // starved of the calls that would correct it.
+        let first = !self.measured.swap(true, Ordering::Relaxed);
+        let next = if first || sample > current {
             sample
         } else {
             let w = decay(now_ns.saturating_sub(last) as f64 / self.tau);
@@ -106,6 +114,19 @@ mod tests {
         }
         let later = e.get(at(5010 * MS));
         assert!(later < 2e6, "{later}");
+    }
+
+    #[test]
+    fn the_first_sample_replaces_the_prior() {
+        let t0 = Instant::now();
+        let at = |d: Duration| nanos(t0 + d);
+        let e = PeakEwma::new(MS, Duration::from_secs(1), t0);
+        e.observe(40_000, at(MS));
+        assert!((e.get(at(MS)) - 40e3).abs() < 1.0, "{}", e.get(at(MS)));
+        // From then on lower samples are blended in with time.
+        e.observe(10_000, at(2 * MS));
+        let blended = e.get(at(2 * MS));
+        assert!(blended > 39e3, "{blended}");
     }
 
     #[test]
