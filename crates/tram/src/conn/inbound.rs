@@ -283,7 +283,7 @@ where
         if n == 0 {
             self.state = ReadState::Eof;
         }
-        if n == room && self.read_chunk < self.max_read_chunk {
+        if n > 0 && n == room && self.read_chunk < self.max_read_chunk {
             // The socket held more than the read could take: read more at
             // a time from now on.
             self.read_chunk = (self.read_chunk * 2).min(self.max_read_chunk);
