@@ -17,17 +17,7 @@ use tram::rpc::{Channel, Code, Metadata, Request, Response, Server};
 async fn unary_round_trip_with_metadata_and_trailers() {
     let (addr, _stop, _task) = start(echo_service().build()).await;
     let ch = Channel::new(addr.to_string());
-    let md = Metadata::builder()
-        .ascii("x-echo", "hello")
-        .unwrap()
-        .build();
-    let resp: Response<Echo> = within(
-        5,
-        "unary",
-        ch.unary("/test.Echo/Say", Request::new(echo(7)).with_metadata(md)),
-    )
-    .await
-    .unwrap();
+    let resp = say_hello(&ch, "/test.Echo/Say", 7).await.unwrap();
     assert_eq!(resp.get_ref(), &echo(7));
     assert_eq!(resp.trailers().get("x-echoed"), Some(&b"hello"[..]));
     // Without trailers: the one-frame fast path.
@@ -366,6 +356,20 @@ struct NotEcho {
     id: Vec<u8>,
 }
 
+/// Calls `path` with `echo(n)` and the metadata `x-echo: hello`.
+async fn say_hello(ch: &Channel, path: &str, n: u64) -> Result<Response<Echo>, tram::rpc::Status> {
+    let md = Metadata::builder()
+        .ascii("x-echo", "hello")
+        .unwrap()
+        .build();
+    within(
+        5,
+        path,
+        ch.unary(path, Request::new(echo(n)).with_metadata(md)),
+    )
+    .await
+}
+
 /// The echo's methods as `unary_sync` handlers: answered on the
 /// connection's task, or (with `spawn_handlers`) as `unary` ones.
 fn sync_service(spawned: bool) -> tram::rpc::ServerBuilder {
@@ -395,17 +399,7 @@ async fn unary_sync_answers_like_unary() {
     for spawned in [false, true] {
         let (addr, _stop, _task) = start(sync_service(spawned).build()).await;
         let ch = Channel::new(addr.to_string());
-        let md = Metadata::builder()
-            .ascii("x-echo", "hello")
-            .unwrap()
-            .build();
-        let r: Response<Echo> = within(
-            5,
-            "unary_sync",
-            ch.unary("/test.Sync/Say", Request::new(echo(3)).with_metadata(md)),
-        )
-        .await
-        .unwrap();
+        let r = say_hello(&ch, "/test.Sync/Say", 3).await.unwrap();
         assert_eq!(r.get_ref(), &echo(3), "spawned: {spawned}");
         assert_eq!(r.metadata().get("x-initial"), Some(&b"hello"[..]));
         assert_eq!(r.trailers().get("x-echoed"), Some(&b"hello"[..]));
