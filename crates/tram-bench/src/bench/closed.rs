@@ -12,7 +12,24 @@ pub(crate) struct Sample {
     pub(crate) rate: f64,
     pub(crate) client_us: f64,
     pub(crate) server_us: f64,
+    /// Context switches per thousand calls, each process.
+    pub(crate) client_switches: f64,
+    pub(crate) server_switches: f64,
     pub(crate) latency: Hist,
+}
+
+impl Sample {
+    /// A round's sample: what the window saw, and the latencies.
+    pub(crate) fn of(w: &crate::runner::Window, latency: Hist) -> Sample {
+        Sample {
+            rate: w.rate,
+            client_us: w.client_us,
+            server_us: w.server_us,
+            client_switches: w.client_switches,
+            server_switches: w.server_switches,
+            latency,
+        }
+    }
 }
 
 /// Every system's figures over the rounds (`samples[i]` are `systems[i]`'s).
@@ -40,6 +57,8 @@ pub(crate) fn results(systems: &[System], samples: &[Vec<Sample>]) -> Vec<System
                 latency: Percentiles::of(&all),
                 client_cpu_us: of(|s| s.client_us),
                 server_cpu_us: of(|s| s.server_us),
+                client_switches_per_kcall: of(|s| s.client_switches),
+                server_switches_per_kcall: of(|s| s.server_switches),
                 tram_ratio,
             }
         })
@@ -49,13 +68,13 @@ pub(crate) fn results(systems: &[System], samples: &[Vec<Sample>]) -> Vec<System
 /// Prints a setting's figures, then tram's ratios.
 pub(crate) fn print_table(results: &[SystemResult]) {
     println!(
-        "| system | calls/s (median) | range | p50 µs | p99 µs | p99.9 µs | max µs | client CPU µs/call | server CPU µs/call |"
+        "| system | calls/s (median) | range | p50 µs | p99 µs | p99.9 µs | max µs | client CPU µs/call | server CPU µs/call | switches per 1k calls (client + server) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in results {
         let l = &r.latency;
         println!(
-            "| {} | {} | {}–{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |",
+            "| {} | {} | {}–{} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} + {:.1} |",
             r.system,
             si(r.rate.median),
             si(r.rate.min),
@@ -65,7 +84,9 @@ pub(crate) fn print_table(results: &[SystemResult]) {
             l.p999_us,
             l.max_us,
             r.client_cpu_us.median,
-            r.server_cpu_us.median
+            r.server_cpu_us.median,
+            r.client_switches_per_kcall.median,
+            r.server_switches_per_kcall.median
         );
     }
     if !results.iter().any(|r| r.tram_ratio.is_some()) {

@@ -157,12 +157,7 @@ async fn measure(
         .await??
         .map_err(|e| anyhow::anyhow!("{system}: {e}"))?;
     let w = window.map_err(|e| anyhow::anyhow!("{system}: {e}"))?;
-    Ok(Sample {
-        rate: w.rate,
-        client_us: w.client_us,
-        server_us: w.server_us,
-        latency,
-    })
+    Ok(Sample::of(&w, latency))
 }
 
 /// Runs the load's callers, each with its own clone of `client`.

@@ -239,10 +239,5 @@ async fn measure(
     drop(clients);
     let w = window.map_err(|e| anyhow::anyhow!("{system}: {e}"))?;
     let latency: Hist = std::mem::replace(&mut *hist.lock(), new_hist());
-    Ok(Sample {
-        rate: w.rate,
-        client_us: w.client_us,
-        server_us: w.server_us,
-        latency,
-    })
+    Ok(Sample::of(&w, latency))
 }

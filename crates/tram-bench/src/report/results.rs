@@ -36,6 +36,10 @@ pub(crate) struct SystemResult {
     pub(crate) latency: Percentiles,
     pub(crate) client_cpu_us: Summary,
     pub(crate) server_cpu_us: Summary,
+    /// Context switches of each process per thousand calls: the threads
+    /// that slept and were woken (or were preempted).
+    pub(crate) client_switches_per_kcall: Summary,
+    pub(crate) server_switches_per_kcall: Summary,
     /// tram's calls/s over this system's, per round then summarised
     /// (absent for tram itself, or without tram in the run).
     pub(crate) tram_ratio: Option<Summary>,

@@ -287,6 +287,10 @@ pub(crate) struct Window {
     pub(crate) client_us: f64,
     /// The server process's CPU per operation, in microseconds.
     pub(crate) server_us: f64,
+    /// This process's context switches per thousand operations.
+    pub(crate) client_switches: f64,
+    /// The server process's context switches per thousand operations.
+    pub(crate) server_switches: f64,
 }
 
 /// Waits out the warm-up, then counts `done` and both processes' CPU over
@@ -309,12 +313,20 @@ pub(crate) async fn measure_window(
         self_cpu()?,
         server.cpu()?,
     );
+    let (w0, v0) = (
+        pid_switches(std::process::id())?,
+        pid_switches(server.pid())?,
+    );
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
     let (n1, t1, c1, s1) = (
         done(),
         std::time::Instant::now(),
         self_cpu()?,
         server.cpu()?,
+    );
+    let (w1, v1) = (
+        pid_switches(std::process::id())?,
+        pid_switches(server.pid())?,
     );
     if let Some(r) = recording {
         r.store(false, Ordering::Relaxed);
@@ -327,7 +339,32 @@ pub(crate) async fn measure_window(
         rate: ops / (t1 - t0).as_secs_f64(),
         client_us: (c1 - c0).as_secs_f64() * 1e6 / ops,
         server_us: (s1 - s0).as_secs_f64() * 1e6 / ops,
+        client_switches: w1.saturating_sub(w0) as f64 * 1e3 / ops,
+        server_switches: v1.saturating_sub(v0) as f64 * 1e3 / ops,
     })
+}
+
+/// Context switches so far of every thread of process `pid`, voluntary
+/// (a thread that went to sleep: each costs a wake-up later) and not (a
+/// thread preempted). A thread that exits takes its count with it, so
+/// only long-lived threads (a runtime's workers) are counted reliably.
+pub(crate) fn pid_switches(pid: u32) -> anyhow::Result<u64> {
+    let mut n = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        // A thread may exit between the listing and the read.
+        let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
+            continue;
+        };
+        for line in status.lines() {
+            let count = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"));
+            if let Some(count) = count {
+                n += count.trim().parse::<u64>()?;
+            }
+        }
+    }
+    Ok(n)
 }
 
 /// CPU time (user + system) this process has used so far.
