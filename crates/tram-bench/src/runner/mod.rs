@@ -313,7 +313,7 @@ pub(crate) async fn measure_window(
         self_cpu()?,
         server.cpu()?,
     );
-    let (w0, v0) = (
+    let (client_sw0, server_sw0) = (
         pid_switches(std::process::id())?,
         pid_switches(server.pid())?,
     );
@@ -324,7 +324,7 @@ pub(crate) async fn measure_window(
         self_cpu()?,
         server.cpu()?,
     );
-    let (w1, v1) = (
+    let (client_sw1, server_sw1) = (
         pid_switches(std::process::id())?,
         pid_switches(server.pid())?,
     );
@@ -339,8 +339,8 @@ pub(crate) async fn measure_window(
         rate: ops / (t1 - t0).as_secs_f64(),
         client_us: (c1 - c0).as_secs_f64() * 1e6 / ops,
         server_us: (s1 - s0).as_secs_f64() * 1e6 / ops,
-        client_switches: w1.saturating_sub(w0) as f64 * 1e3 / ops,
-        server_switches: v1.saturating_sub(v0) as f64 * 1e3 / ops,
+        client_switches: client_sw1.saturating_sub(client_sw0) as f64 * 1e3 / ops,
+        server_switches: server_sw1.saturating_sub(server_sw0) as f64 * 1e3 / ops,
     })
 }
 
@@ -432,5 +432,28 @@ pub(crate) fn tight_timer_slack() {
     // memory of ours and affects only the calling thread.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pid_switches;
+
+    #[test]
+    fn a_thread_that_sleeps_counts_its_switches() {
+        let me = std::process::id();
+        let before = pid_switches(me).unwrap();
+        // Each sleep gives up the CPU: a voluntary switch of this thread.
+        for _ in 0..3 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let after = pid_switches(me).unwrap();
+        assert!(after >= before + 3, "{before} then {after}");
+    }
+
+    #[test]
+    fn a_process_that_is_gone_is_an_error() {
+        // Pids are below 2^22 on Linux; this one cannot exist.
+        assert!(pid_switches(u32::MAX).is_err());
     }
 }
