@@ -284,8 +284,7 @@ impl MessageRun {
 /// read buffer's shared count (taken now, given back when the message is
 /// dropped, often on another thread) and keeps the whole buffer alive as
 /// long as the message lives; a copy this small costs less than either
-/// (a stream of 16-byte messages: a sixth less CPU per message on the
-/// receiving side, bench log).
+/// (measured on a stream of small messages: docs/bench-log.md).
 const COPY_SMALL: usize = 64;
 
 /// One message's payload inside a [`MessageRun`], as a [`Buf`]: a plain
