@@ -5,7 +5,14 @@
 //! has a waker, made once and reused by every call that occupies the slot,
 //! which queues the slot's index and wakes the connection task. Cancelling
 //! a call drops its future on the spot.
+//!
+//! A handler woken by the connection task itself (a stream's credit read
+//! in a turn, say) is only queued: the task polls the queue before it
+//! returns. Waking a task from inside its own poll makes tokio schedule it
+//! again as if it had yielded, which wakes an idle worker to steal it, so
+//! the connection would hop between workers on every such wake-up.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -36,6 +43,27 @@ struct Ready {
     queue: Mutex<Vec<usize>>,
     /// The connection task.
     owner: Mutex<Option<Waker>>,
+    /// A slot was queued without waking the owner, which was being polled
+    /// (set and cleared only on the thread polling it).
+    unwoken: AtomicBool,
+}
+
+thread_local! {
+    /// The address of the `Ready` whose owner this thread is polling, or 0.
+    static POLLING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks an executor's owner as being polled on this thread until it is
+/// dropped or handed to [`Exec::leave`].
+pub(crate) struct Entered {
+    /// What the thread was polling before (a nested poll restores it).
+    prev: usize,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        POLLING.set(self.prev);
+    }
 }
 
 struct SlotWaker {
@@ -54,7 +82,9 @@ impl Wake for SlotWaker {
         // spurious poll, which futures tolerate.
         if !self.queued.swap(true, Ordering::AcqRel) {
             self.ready.queue.lock().push(self.idx);
-            if let Some(w) = self.ready.owner.lock().as_ref() {
+            if POLLING.get() == Arc::as_ptr(&self.ready) as usize {
+                self.ready.unwoken.store(true, Ordering::Relaxed);
+            } else if let Some(w) = self.ready.owner.lock().as_ref() {
                 w.wake_by_ref();
             }
         }
@@ -69,8 +99,29 @@ impl<T> Exec<T> {
             ready: Arc::new(Ready {
                 queue: Mutex::new(Vec::new()),
                 owner: Mutex::new(None),
+                unwoken: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Marks the owner as being polled on this thread: until the mark is
+    /// dropped or given to [`Exec::leave`], slots woken on this thread are
+    /// queued without waking the owner.
+    pub(crate) fn enter(&self) -> Entered {
+        Entered {
+            prev: POLLING.replace(Arc::as_ptr(&self.ready) as usize),
+        }
+    }
+
+    /// Ends the owner's poll. True if a slot queued during it is still
+    /// waiting to be polled: the owner must then wake itself.
+    pub(crate) fn leave(&self, entered: Entered) -> bool {
+        drop(entered);
+        if !self.ready.unwoken.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.ready.unwoken.store(false, Ordering::Relaxed);
+        !self.ready.queue.lock().is_empty()
     }
 
     /// Adds `fut` and polls it once right away (a handler that needs no
@@ -145,4 +196,87 @@ impl<T> Exec<T> {
 fn poll_in_slot((slot, waker): &(Arc<SlotWaker>, Waker), fut: Option<&mut BoxFuture>) -> bool {
     slot.queued.store(false, Ordering::Release);
     fut.is_some_and(|f| f.as_mut().poll(&mut Context::from_waker(waker)).is_ready())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Poll;
+
+    use super::*;
+
+    /// Counts its wake-ups: the connection task.
+    #[derive(Default)]
+    struct Owner(AtomicUsize);
+
+    impl Wake for Owner {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// An executor holding one pending future, whose waker is returned,
+    /// with `owner` registered as its connection task.
+    fn one_pending(owner: &Arc<Owner>) -> (Exec<()>, Waker) {
+        let slot: Arc<Mutex<Option<Waker>>> = Arc::default();
+        let keep = slot.clone();
+        let mut exec = Exec::new();
+        let fut = std::future::poll_fn(move |cx| {
+            *keep.lock() = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        });
+        assert!(exec.spawn(Box::pin(fut), ()).is_some());
+        let waker = Waker::from(owner.clone());
+        exec.poll_ready(&mut Context::from_waker(&waker), |()| {});
+        let handler = slot.lock().clone().unwrap();
+        (exec, handler)
+    }
+
+    /// A handler woken from inside the owner's poll is queued without a
+    /// wake-up, and `leave` says it is waiting; outside the poll, or from
+    /// another thread during it, the owner is woken.
+    #[test]
+    fn a_handler_woken_inside_the_owners_poll_does_not_wake_it() {
+        let owner = Arc::new(Owner::default());
+        let (mut exec, handler) = one_pending(&owner);
+
+        let entered = exec.enter();
+        handler.wake_by_ref();
+        assert_eq!(owner.0.load(Ordering::SeqCst), 0);
+        assert!(exec.leave(entered), "the queued handler is reported");
+
+        // Polled: nothing waits, and the next poll's leave says so.
+        let waker = Waker::from(owner.clone());
+        exec.poll_ready(&mut Context::from_waker(&waker), |()| {});
+        let entered = exec.enter();
+        assert!(!exec.leave(entered));
+
+        handler.wake_by_ref();
+        assert_eq!(owner.0.load(Ordering::SeqCst), 1, "woken outside a poll");
+        exec.poll_ready(&mut Context::from_waker(&waker), |()| {});
+
+        let entered = exec.enter();
+        let other = handler.clone();
+        std::thread::spawn(move || other.wake()).join().unwrap();
+        assert_eq!(
+            owner.0.load(Ordering::SeqCst),
+            2,
+            "woken from another thread"
+        );
+        assert!(!exec.leave(entered), "that wake-up was the owner's own");
+    }
+
+    /// A mark dropped without `leave` (an early return) still ends the
+    /// poll: later wake-ups wake the owner.
+    #[test]
+    fn a_dropped_mark_ends_the_poll() {
+        let owner = Arc::new(Owner::default());
+        let (exec, handler) = one_pending(&owner);
+        drop(exec.enter());
+        handler.wake_by_ref();
+        assert_eq!(owner.0.load(Ordering::SeqCst), 1);
+    }
 }

@@ -120,6 +120,7 @@ pub(crate) async fn serve(
         }
     });
     let outcome = std::future::poll_fn(|cx| {
+        let entered = d.exec.enter();
         if !d.life.closing() && stopped.as_mut().poll(cx).is_ready() {
             d.closing = CloseReason::Shutdown;
             d.begin_close("server shutting down");
@@ -173,6 +174,9 @@ pub(crate) async fn serve(
                     return Poll::Ready(Err(ProtocolError::with_reason(Reason::TIMEOUT, why)));
                 }
             }
+        }
+        if d.exec.leave(entered) {
+            cx.waker().wake_by_ref();
         }
         Poll::Pending
     })
