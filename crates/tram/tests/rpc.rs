@@ -130,6 +130,43 @@ async fn a_stream_always_ready_goes_out_in_order_within_credit_then_its_end() {
     }
 }
 
+/// With one message of credit at a time, the server's stream waits for a
+/// CREDIT before every message; the connection's own task reads it and
+/// polls the stream in the same turn. None of those wake-ups may be lost,
+/// on either kind of runtime.
+async fn stream_one_credit_at_a_time() {
+    let (addr, _stop, _task) = start(echo_service().build()).await;
+    let ch = Channel::builder(addr.to_string()).initial_credit(1).build();
+    let req = Echo {
+        id: 2_000,
+        payload: Bytes::new(),
+    };
+    let mut stream = ch
+        .server_streaming::<_, Echo>("/test.Echo/Burst", Request::new(req))
+        .await
+        .unwrap();
+    let got = within(10, "a stream at one message of credit", async {
+        let mut got = 0;
+        while let Some(m) = stream.message().await.unwrap() {
+            assert_eq!(m, echo(got));
+            got += 1;
+        }
+        got
+    })
+    .await;
+    assert_eq!(got, 2_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_at_one_message_of_credit_ends_multi_thread() {
+    stream_one_credit_at_a_time().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stream_at_one_message_of_credit_ends_current_thread() {
+    stream_one_credit_at_a_time().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_complete_out_of_order() {
     let (addr, _stop, _task) = start(echo_service().build()).await;
