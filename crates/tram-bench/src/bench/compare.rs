@@ -55,6 +55,11 @@ pub(crate) struct Args {
     /// Seconds of warm-up before each measurement.
     #[arg(long, default_value_t = 0.5)]
     warmup: f64,
+    /// Calls each client task keeps in flight, polled together
+    /// (`join_all`), as a service that fans out from one task does: 1 is
+    /// a task per call. The floor keeps its own pipelined loop.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    calls_per_task: u16,
     #[command(flatten)]
     pub(crate) proc: ProcArgs,
 }
@@ -69,8 +74,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     )?;
     let servers = &setup.servers;
     let rt = client_runtime(&args.proc)?;
+    let per_task = match args.calls_per_task {
+        1 => String::new(),
+        k => format!(", {k} calls in flight per client task"),
+    };
     println!(
-        "unary echo: {} rounds x {}s per system, {}, systems interleaved",
+        "unary echo: {} rounds x {}s per system, {}{per_task}, systems interleaved",
         args.rounds,
         args.secs,
         args.proc.describe()
@@ -109,6 +118,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         proc: args.proc.clone(),
         rounds: args.rounds,
         secs: args.secs,
+        calls_per_task: usize::from(args.calls_per_task),
         settings: results,
     };
     let json = write_json(&args.proc.out, "compare.json", &report)?;
@@ -131,6 +141,7 @@ async fn measure(
     let stop = Arc::new(AtomicBool::new(false));
     let load = Load {
         c,
+        per_task: usize::from(args.calls_per_task),
         payload: static_payload(payload),
         done: done.clone(),
         recording: recording.clone(),

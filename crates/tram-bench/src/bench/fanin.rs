@@ -204,6 +204,7 @@ async fn measure(
     let stop = Arc::new(AtomicBool::new(false));
     let load = Load {
         c,
+        per_task: 1,
         payload: static_payload(args.payload),
         done: done.clone(),
         recording: recording.clone(),

@@ -14,6 +14,8 @@ pub(crate) struct CompareReport {
     pub(crate) proc: ProcArgs,
     pub(crate) rounds: usize,
     pub(crate) secs: f64,
+    /// Calls each client task kept in flight (1: a task per call).
+    pub(crate) calls_per_task: usize,
     pub(crate) settings: Vec<Setting>,
 }
 

@@ -16,6 +16,10 @@ use crate::runner::latency::{Hist, Recorder, new_hist};
 #[derive(Clone)]
 pub(crate) struct Load {
     pub(crate) c: usize,
+    /// Callers polled together in one task (`join_all`), as a service
+    /// that keeps several calls in flight from one task does; 1: a task
+    /// per caller.
+    pub(crate) per_task: usize,
     pub(crate) payload: Bytes,
     pub(crate) done: Arc<Counts>,
     pub(crate) recording: Arc<AtomicBool>,
@@ -73,18 +77,27 @@ impl Load {
         }
     }
 
-    /// Runs `c` callers until stopped and merges their histograms. `caller`
-    /// builds each one's loop: it takes its own client handle once, then
-    /// calls through [`Caller`].
+    /// Runs `c` callers until stopped and merges their histograms, in tasks
+    /// of `per_task` callers each. `caller` builds each one's loop: it
+    /// takes its own client handle once, then calls through [`Caller`].
     pub(crate) async fn callers<F, Fut>(&self, caller: F) -> anyhow::Result<Hist>
     where
         F: Fn(Caller) -> Fut,
         Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
         let hist = Arc::new(parking_lot::Mutex::new(new_hist()));
+        let per_task = self.per_task.max(1);
         let mut tasks = Vec::new();
-        for t in 0..self.c {
-            tasks.push(tokio::spawn(caller(self.caller(t, hist.clone()))));
+        for first in (0..self.c).step_by(per_task) {
+            let group: Vec<Fut> = (first..(first + per_task).min(self.c))
+                .map(|i| caller(self.caller(i, hist.clone())))
+                .collect();
+            tasks.push(tokio::spawn(async move {
+                futures::future::join_all(group)
+                    .await
+                    .into_iter()
+                    .collect::<anyhow::Result<Vec<()>>>()
+            }));
         }
         for t in tasks {
             t.await??;
@@ -110,4 +123,50 @@ pub(crate) fn static_payload(len: usize) -> bytes::Bytes {
         }
     };
     bytes::Bytes::from_static(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// Every caller runs once, `per_task` to a task.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_run_once_each_in_tasks_of_per_task() {
+        for (c, per_task, tasks) in [(10, 1, 10), (10, 4, 3), (256, 32, 8), (3, 8, 1)] {
+            let load = Load {
+                c,
+                per_task,
+                payload: Bytes::new(),
+                done: Arc::new(Counts::new(c)),
+                recording: Arc::new(AtomicBool::new(false)),
+                stop: Arc::new(AtomicBool::new(true)),
+            };
+            let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+            let ran = Arc::new(AtomicUsize::new(0));
+            load.callers(|me| {
+                let (seen, ran) = (seen.clone(), ran.clone());
+                async move {
+                    seen.lock().push((me.index, tokio::task::id()));
+                    ran.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                }
+            })
+            .await
+            .unwrap();
+            let mut seen = seen.lock().clone();
+            seen.sort_by_key(|(i, _)| *i);
+            let indices: Vec<usize> = seen.iter().map(|(i, _)| *i).collect();
+            assert_eq!(indices, (0..c).collect::<Vec<_>>());
+            let mut ids: Vec<_> = seen.iter().map(|(_, t)| *t).collect();
+            ids.sort();
+            ids.dedup();
+            assert_eq!(ids.len(), tasks, "c={c} per_task={per_task}");
+            assert!(
+                seen.chunks(per_task)
+                    .all(|g| g.iter().all(|(_, t)| *t == g[0].1))
+            );
+        }
+    }
 }
