@@ -63,9 +63,10 @@ const WINDOW_BYTES: usize = 1024 * 1024;
 /// The largest window, in messages: 1 MiB of 16-byte messages. Plain
 /// messages wait in the runs they arrived in, so queued messages cost
 /// little beyond their bytes, and a large window keeps a sender of small
-/// messages from waiting for credit; a slow reader's heap stays about a
-/// window's bytes (`tests/rpc_memory.rs`). Messages of 16 bytes or more are
-/// held to 1 MiB by their size before this cap.
+/// messages from waiting for credit; a slow reader's heap stays bounded by
+/// the window and the connection's buffers (`tests/rpc_memory.rs`).
+/// Messages of 16 bytes or more are held to 1 MiB by their size before
+/// this cap.
 pub(super) const MAX_WINDOW: u32 = 65536;
 
 impl CallState {
