@@ -75,7 +75,7 @@ impl futures_core::Stream for Producer {
 const N: u64 = 2_000_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_reader_of_a_million_messages_keeps_memory_bounded() {
+async fn slow_reader_of_two_million_messages_keeps_memory_bounded() {
     let listener = Listener::bind("127.0.0.1:0", TcpConfig::default())
         .await
         .unwrap();
