@@ -59,6 +59,7 @@ pub(crate) fn results(systems: &[System], samples: &[Vec<Sample>]) -> Vec<System
                 server_cpu_us: of(|s| s.server_us),
                 client_switches_per_kcall: of(|s| s.client_switches),
                 server_switches_per_kcall: of(|s| s.server_switches),
+                client_switches_rounds: samples[i].iter().map(|s| s.client_switches).collect(),
                 tram_ratio,
             }
         })

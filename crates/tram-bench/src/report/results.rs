@@ -42,6 +42,10 @@ pub(crate) struct SystemResult {
     /// that slept and were woken (or were preempted).
     pub(crate) client_switches_per_kcall: Summary,
     pub(crate) server_switches_per_kcall: Summary,
+    /// The client's context switches per thousand calls, one per round
+    /// (beside `rates`: a two-worker client's round in its slow state
+    /// shows here, where the guest's probe may not).
+    pub(crate) client_switches_rounds: Vec<f64>,
     /// tram's calls/s over this system's, per round then summarised
     /// (absent for tram itself, or without tram in the run).
     pub(crate) tram_ratio: Option<Summary>,
