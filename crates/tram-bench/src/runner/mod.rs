@@ -355,13 +355,21 @@ pub(crate) fn pid_switches(pid: u32) -> anyhow::Result<u64> {
         let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else {
             continue;
         };
-        for line in status.lines() {
-            let count = line
-                .strip_prefix("voluntary_ctxt_switches:")
-                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"));
-            if let Some(count) = count {
-                n += count.trim().parse::<u64>()?;
-            }
+        n += status_switches(&status)?;
+    }
+    Ok(n)
+}
+
+/// The context switches, voluntary and not, that one thread's
+/// `/proc/.../status` counts.
+fn status_switches(status: &str) -> anyhow::Result<u64> {
+    let mut n = 0;
+    for line in status.lines() {
+        let count = line
+            .strip_prefix("voluntary_ctxt_switches:")
+            .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"));
+        if let Some(count) = count {
+            n += count.trim().parse::<u64>()?;
         }
     }
     Ok(n)
@@ -437,18 +445,27 @@ pub(crate) fn tight_timer_slack() {
 
 #[cfg(test)]
 mod tests {
-    use super::pid_switches;
+    use super::{pid_switches, status_switches};
+
+    /// This thread's switches so far. The process's total would not do:
+    /// it also loses the counts of the test threads that exit meanwhile.
+    fn mine() -> u64 {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        status_switches(&status).unwrap()
+    }
 
     #[test]
     fn a_thread_that_sleeps_counts_its_switches() {
-        let me = std::process::id();
-        let before = pid_switches(me).unwrap();
+        let before = mine();
         // Each sleep gives up the CPU: a voluntary switch of this thread.
         for _ in 0..3 {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let after = pid_switches(me).unwrap();
+        let after = mine();
         assert!(after >= before + 3, "{before} then {after}");
+        // The process's total counts this thread's among the others'.
+        let total = pid_switches(std::process::id()).unwrap();
+        assert!(total >= after, "{total} in all, {after} in this thread");
     }
 
     #[test]
