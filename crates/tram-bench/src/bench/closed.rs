@@ -66,8 +66,9 @@ pub(crate) fn results(systems: &[System], samples: &[Vec<Sample>]) -> Vec<System
         .collect()
 }
 
-/// Prints a setting's figures, then tram's ratios.
-pub(crate) fn print_table(results: &[SystemResult]) {
+/// Prints a setting's figures, then tram's ratios, then its rounds beside
+/// the guest's probe taken before each (`probes`, one a round).
+pub(crate) fn print_table(results: &[SystemResult], probes: &[Option<f64>]) {
     println!(
         "| system | calls/s (median) | range | p50 µs | p99 µs | p99.9 µs | max µs | client CPU µs/call | server CPU µs/call | switches per 1k calls (client + server) |"
     );
@@ -101,5 +102,49 @@ pub(crate) fn print_table(results: &[SystemResult]) {
                 r.system, q.median, q.min, q.max
             );
         }
+    }
+    print_rounds(results, probes);
+}
+
+/// Each round of a setting beside the guest's probe taken before it:
+/// tram's rate, its client's context switches and its ratios. A round in
+/// which the host had moved the vCPUs apart, or tram's two-worker client
+/// was in its slow state, stands out here, where the medians hide it.
+fn print_rounds(results: &[SystemResult], probes: &[Option<f64>]) {
+    let Some(tram) = results.iter().find(|r| r.system == System::Tram) else {
+        return;
+    };
+    let rounds = tram.rates.len();
+    if rounds < 2 {
+        return;
+    }
+    let others: Vec<&SystemResult> = results
+        .iter()
+        .filter(|r| r.system != System::Tram)
+        .collect();
+    let header: String = others
+        .iter()
+        .map(|r| format!(" tram / {} |", r.system))
+        .collect();
+    println!(
+        "\n| round | probe ns | tram calls/s | tram client switches per 1k calls |{header}\n|---|---|---|---|{}",
+        "---|".repeat(others.len())
+    );
+    for i in 0..rounds {
+        let probe = probes
+            .get(i)
+            .copied()
+            .flatten()
+            .map_or("-".into(), |ns| format!("{ns:.0}"));
+        let ratios: String = others
+            .iter()
+            .map(|r| format!(" {:.2}x |", tram.rates[i] / r.rates[i]))
+            .collect();
+        println!(
+            "| {} | {probe} | {} | {:.1} |{ratios}",
+            i + 1,
+            si(tram.rates[i]),
+            tram.client_switches_rounds[i]
+        );
     }
 }

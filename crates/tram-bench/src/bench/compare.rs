@@ -88,8 +88,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     for &payload in &args.payload {
         for &c in &args.concurrency {
             let mut samples: Vec<Vec<Sample>> = args.systems.iter().map(|_| Vec::new()).collect();
+            let mut probes = Vec::new();
             for round in 0..args.rounds {
-                crate::runner::guest::probe();
+                probes.push(crate::runner::guest::probe());
                 for (i, (&system, server)) in args.systems.iter().zip(servers).enumerate() {
                     let s = rt.block_on(measure(system, server, c, payload, args))?;
                     eprintln!(
@@ -103,7 +104,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             }
             println!("\n{payload}-byte payload, {c} calls in flight:\n");
             let systems = closed::results(&args.systems, &samples);
-            closed::print_table(&systems);
+            closed::print_table(&systems, &probes);
             results.push(Setting {
                 payload,
                 concurrency: c,

@@ -92,8 +92,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut settings = Vec::new();
     for &connections in &args.connections {
         let mut samples: Vec<Vec<Sample>> = args.systems.iter().map(|_| Vec::new()).collect();
+        let mut probes = Vec::new();
         for round in 0..args.rounds {
-            crate::runner::guest::probe();
+            probes.push(crate::runner::guest::probe());
             for (i, (&system, server)) in args.systems.iter().zip(servers).enumerate() {
                 let s = control.block_on(measure(system, server, connections, &threads, args))?;
                 eprintln!(
@@ -110,7 +111,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             args.per_connection
         );
         let systems = closed::results(&args.systems, &samples);
-        closed::print_table(&systems);
+        closed::print_table(&systems, &probes);
         settings.push(FaninSetting {
             connections,
             systems,

@@ -111,7 +111,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         args.proc.describe()
     );
     for round in 0..args.rounds {
-        crate::runner::guest::probe();
+        let _ = crate::runner::guest::probe();
         for (i, (&system, server)) in args.systems.iter().zip(servers).enumerate() {
             let s = rt.block_on(measure(system, server, args))?;
             eprintln!(

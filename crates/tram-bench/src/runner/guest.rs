@@ -18,13 +18,13 @@ static PROBES: parking_lot::Mutex<Vec<f64>> = parking_lot::Mutex::new(Vec::new()
 #[repr(align(128))]
 struct Line(AtomicU64);
 
-/// Measures the round trip once, prints it and records it. Nothing is
-/// recorded on a machine with fewer than two CPUs to pin to.
-pub(crate) fn probe() {
-    if let Some(ns) = round_trip_ns() {
-        eprintln!("  core-to-core round trip (CPU 0 to 1 and back): {ns:.0} ns");
-        PROBES.lock().push(ns);
-    }
+/// Measures the round trip once, prints it, records it and returns it.
+/// Nothing is measured on a machine with fewer than two CPUs to pin to.
+pub(crate) fn probe() -> Option<f64> {
+    let ns = round_trip_ns()?;
+    eprintln!("  core-to-core round trip (CPU 0 to 1 and back): {ns:.0} ns");
+    PROBES.lock().push(ns);
+    Some(ns)
 }
 
 /// Prints the range of the probes taken over the run, after its tables.

@@ -172,7 +172,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         }
         let mut rounds: Vec<Vec<RoundResult>> = args.systems.iter().map(|_| Vec::new()).collect();
         for _ in 0..args.rounds {
-            crate::runner::guest::probe();
+            let _ = crate::runner::guest::probe();
             for (i, (&system, server)) in args.systems.iter().zip(servers).enumerate() {
                 if !alive[i] {
                     continue;
