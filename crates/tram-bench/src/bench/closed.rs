@@ -15,6 +15,8 @@ pub(crate) struct Sample {
     /// Context switches per thousand calls, each process.
     pub(crate) client_switches: f64,
     pub(crate) server_switches: f64,
+    /// Calls per thousand whose caller had moved to another thread.
+    pub(crate) moved: Option<f64>,
     pub(crate) latency: Hist,
 }
 
@@ -27,6 +29,7 @@ impl Sample {
             server_us: w.server_us,
             client_switches: w.client_switches,
             server_switches: w.server_switches,
+            moved: w.moved,
             latency,
         }
     }
@@ -48,6 +51,7 @@ pub(crate) fn results(systems: &[System], samples: &[Vec<Sample>]) -> Vec<System
             let tram_ratio = tram
                 .filter(|&t| t != i)
                 .map(|t| Summary::of_ratios(rates_of(t), rates_of(i)));
+            let moved: Option<Vec<f64>> = samples[i].iter().map(|s| s.moved).collect();
             let of =
                 |f: fn(&Sample) -> f64| Summary::of(&samples[i].iter().map(f).collect::<Vec<_>>());
             SystemResult {
@@ -60,6 +64,8 @@ pub(crate) fn results(systems: &[System], samples: &[Vec<Sample>]) -> Vec<System
                 client_switches_per_kcall: of(|s| s.client_switches),
                 server_switches_per_kcall: of(|s| s.server_switches),
                 client_switches_rounds: samples[i].iter().map(|s| s.client_switches).collect(),
+                moved_per_kcall: moved.as_deref().map(Summary::of),
+                moved_rounds: moved,
                 tram_ratio,
             }
         })
@@ -91,6 +97,7 @@ pub(crate) fn print_table(results: &[SystemResult], probes: &[Option<f64>]) {
             r.server_switches_per_kcall.median
         );
     }
+    print_moved(results);
     if !results.iter().any(|r| r.tram_ratio.is_some()) {
         return;
     }
@@ -106,8 +113,30 @@ pub(crate) fn print_table(results: &[SystemResult], probes: &[Option<f64>]) {
     print_rounds(results, probes);
 }
 
+/// How often each client's callers moved between threads: a call answered
+/// on another thread than the caller's call before pulls the caller's
+/// state over to that thread's cache (a multi-threaded runtime moves the
+/// task that a waker on another worker woke, or that a worker with nothing
+/// to do stole).
+fn print_moved(results: &[SystemResult]) {
+    let moved: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            let m = r.moved_per_kcall.as_ref()?;
+            Some(format!("{} {:.0}", r.system, m.median))
+        })
+        .collect();
+    if !moved.is_empty() {
+        println!(
+            "\ncalls per 1k whose caller ran on another thread than for its call before: {}",
+            moved.join(", ")
+        );
+    }
+}
+
 /// Each round of a setting beside the guest's probe taken before it:
-/// tram's rate, its client's context switches and its ratios. A round in
+/// tram's rate, its client's context switches and callers moved, and its
+/// ratios. A round in
 /// which the host had moved the vCPUs apart, or tram's two-worker client
 /// was in its slow state, stands out here, where the medians hide it.
 fn print_rounds(results: &[SystemResult], probes: &[Option<f64>]) {
@@ -127,7 +156,7 @@ fn print_rounds(results: &[SystemResult], probes: &[Option<f64>]) {
         .map(|r| format!(" tram / {} |", r.system))
         .collect();
     println!(
-        "\n| round | probe ns | tram calls/s | tram client switches per 1k calls |{header}\n|---|---|---|---|{}",
+        "\n| round | probe ns | tram calls/s | tram client switches per 1k calls | tram callers moved per 1k calls |{header}\n|---|---|---|---|---|{}",
         "---|".repeat(others.len())
     );
     for i in 0..rounds {
@@ -140,8 +169,13 @@ fn print_rounds(results: &[SystemResult], probes: &[Option<f64>]) {
             .iter()
             .map(|r| format!(" {:.2}x |", tram.rates[i] / r.rates[i]))
             .collect();
+        let moved = tram
+            .moved_rounds
+            .as_ref()
+            .and_then(|m| m.get(i))
+            .map_or("-".into(), |m| format!("{m:.0}"));
         println!(
-            "| {} | {probe} | {} | {:.1} |{ratios}",
+            "| {} | {probe} | {} | {:.1} | {moved} |{ratios}",
             i + 1,
             si(tram.rates[i]),
             tram.client_switches_rounds[i]

@@ -138,6 +138,7 @@ async fn measure(
     args: &Args,
 ) -> anyhow::Result<Sample> {
     let done = Arc::new(Counts::new(c));
+    let moved = Arc::new(Counts::new(c));
     let recording = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let load = Load {
@@ -145,10 +146,13 @@ async fn measure(
         per_task: usize::from(args.calls_per_task),
         payload: static_payload(payload),
         done: done.clone(),
+        moved: moved.clone(),
         recording: recording.clone(),
         stop: stop.clone(),
     };
     let addr = server.addr();
+    // The floor's closed loop has no callers to move.
+    let moved = (system != System::Floor).then_some(&*moved);
     let task = match system {
         System::Floor => tokio::spawn(systems::floor_closed_loop(load, addr)),
         _ => {
@@ -158,6 +162,7 @@ async fn measure(
     };
     let window = measure_window(
         || done.total(),
+        moved,
         Some(&recording),
         server,
         args.warmup,

@@ -201,6 +201,7 @@ async fn measure(
     let per = args.per_connection.max(1);
     let c = connections * per;
     let done = Arc::new(Counts::new(c));
+    let moved = Arc::new(Counts::new(c));
     let recording = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let load = Load {
@@ -208,6 +209,7 @@ async fn measure(
         per_task: 1,
         payload: static_payload(args.payload),
         done: done.clone(),
+        moved: moved.clone(),
         recording: recording.clone(),
         stop: stop.clone(),
     };
@@ -221,6 +223,7 @@ async fn measure(
     }
     let window = measure_window(
         || done.total(),
+        Some(&moved),
         Some(&recording),
         server,
         args.warmup,

@@ -251,6 +251,7 @@ async fn measure(system: System, server: &Server, args: &Args) -> anyhow::Result
     let window = measure_window(
         || received.load(Ordering::Relaxed),
         None,
+        None,
         server,
         args.warmup,
         args.secs,

@@ -46,6 +46,12 @@ pub(crate) struct SystemResult {
     /// (beside `rates`: a two-worker client's round in its slow state
     /// shows here, where the guest's probe may not).
     pub(crate) client_switches_rounds: Vec<f64>,
+    /// Calls per thousand whose caller ran on another thread than for its
+    /// call before (the client's runtime moved its task between workers);
+    /// absent for the floor, which has no callers.
+    pub(crate) moved_per_kcall: Option<Summary>,
+    /// The same, one per round.
+    pub(crate) moved_rounds: Option<Vec<f64>>,
     /// tram's calls/s over this system's, per round then summarised
     /// (absent for tram itself, or without tram in the run).
     pub(crate) tram_ratio: Option<Summary>,

@@ -22,6 +22,9 @@ pub(crate) struct Load {
     pub(crate) per_task: usize,
     pub(crate) payload: Bytes,
     pub(crate) done: Arc<Counts>,
+    /// Calls whose caller was polled on another thread than the caller's
+    /// call before (a runtime's task moved between its workers).
+    pub(crate) moved: Arc<Counts>,
     pub(crate) recording: Arc<AtomicBool>,
     pub(crate) stop: Arc<AtomicBool>,
 }
@@ -36,6 +39,8 @@ pub(crate) struct Caller {
     /// The id of the call in flight (unique across callers).
     id: u64,
     began: Instant,
+    /// The thread the caller's last call was answered on.
+    thread: usize,
 }
 
 impl Caller {
@@ -58,6 +63,13 @@ impl Caller {
             self.rec.record((now - self.began).as_nanos() as u64);
         }
         self.began = now;
+        let thread = thread_number();
+        if thread != self.thread {
+            // The first call's counts too: a caller's first thread is
+            // where it was spawned, and the bench's counts are windowed.
+            self.thread = thread;
+            self.load.moved.add(self.index, 1);
+        }
         self.load.done.add(self.index, 1);
         Ok(())
     }
@@ -74,6 +86,7 @@ impl Load {
             rec: Recorder::new(hist),
             id: (index as u64) << 40,
             began: Instant::now(),
+            thread: thread_number(),
         }
     }
 
@@ -107,6 +120,16 @@ impl Load {
     }
 }
 
+/// A number for the current thread, unique in the process.
+fn thread_number() -> usize {
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    thread_local! {
+        static NUMBER: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
+}
+
 /// A payload of `len` bytes whose clones share no reference count: a
 /// `Bytes` over a leaked buffer (one per size, for the life of the process),
 /// so that handing every call its own copy costs no write to a line that
@@ -129,6 +152,36 @@ pub(crate) fn static_payload(len: usize) -> bytes::Bytes {
 mod tests {
     use super::*;
 
+    /// A call answered on another thread than the caller's call before
+    /// counts as a move; one answered on the same thread does not.
+    #[test]
+    fn a_caller_answered_on_another_thread_counts_a_move() {
+        let load = Load {
+            c: 1,
+            per_task: 1,
+            payload: Bytes::new(),
+            done: Arc::new(Counts::new(1)),
+            moved: Arc::new(Counts::new(1)),
+            recording: Arc::new(AtomicBool::new(false)),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let mut me = load.caller(0, Arc::new(parking_lot::Mutex::new(new_hist())));
+        let (id, _) = me.next().unwrap();
+        me.done(id).unwrap();
+        assert_eq!(load.moved.total(), 0, "same thread");
+        let mut me = std::thread::spawn(move || {
+            let (id, _) = me.next().unwrap();
+            me.done(id).unwrap();
+            me
+        })
+        .join()
+        .unwrap();
+        assert_eq!(load.moved.total(), 1, "another thread");
+        let (id, _) = me.next().unwrap();
+        me.done(id).unwrap();
+        assert_eq!((load.moved.total(), load.done.total()), (2, 3), "and back");
+    }
+
     /// Every caller runs once, `per_task` to a task.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn callers_run_once_each_in_tasks_of_per_task() {
@@ -138,6 +191,7 @@ mod tests {
                 per_task,
                 payload: Bytes::new(),
                 done: Arc::new(Counts::new(c)),
+                moved: Arc::new(Counts::new(c)),
                 recording: Arc::new(AtomicBool::new(false)),
                 stop: Arc::new(AtomicBool::new(true)),
             };

@@ -291,12 +291,17 @@ pub(crate) struct Window {
     pub(crate) client_switches: f64,
     /// The server process's context switches per thousand operations.
     pub(crate) server_switches: f64,
+    /// Operations per thousand whose caller ran on another thread than
+    /// for its operation before, where callers are counted.
+    pub(crate) moved: Option<f64>,
 }
 
-/// Waits out the warm-up, then counts `done` and both processes' CPU over
-/// `secs`; `recording` is set for the duration of the window.
+/// Waits out the warm-up, then counts `done` (and `moved`, if given) and
+/// both processes' CPU over `secs`; `recording` is set for the duration of
+/// the window.
 pub(crate) async fn measure_window(
     done: impl Fn() -> u64,
+    moved: Option<&Counts>,
     recording: Option<&std::sync::atomic::AtomicBool>,
     server: &Server,
     warmup: f64,
@@ -307,6 +312,7 @@ pub(crate) async fn measure_window(
     if let Some(r) = recording {
         r.store(true, Ordering::Relaxed);
     }
+    let moved0 = moved.map(Counts::total);
     let (n0, t0, c0, s0) = (
         done(),
         std::time::Instant::now(),
@@ -328,6 +334,7 @@ pub(crate) async fn measure_window(
         pid_switches(std::process::id())?,
         pid_switches(server.pid())?,
     );
+    let moved1 = moved.map(Counts::total);
     if let Some(r) = recording {
         r.store(false, Ordering::Relaxed);
     }
@@ -341,6 +348,9 @@ pub(crate) async fn measure_window(
         server_us: (s1 - s0).as_secs_f64() * 1e6 / ops,
         client_switches: client_sw1.saturating_sub(client_sw0) as f64 * 1e3 / ops,
         server_switches: server_sw1.saturating_sub(server_sw0) as f64 * 1e3 / ops,
+        moved: moved0
+            .zip(moved1)
+            .map(|(m0, m1)| m1.saturating_sub(m0) as f64 * 1e3 / ops),
     })
 }
 
