@@ -9,6 +9,9 @@
 #
 # Options default to `--concurrency 256`; `--systems tram --rounds 1
 # --secs 3` are always set. Builds go to target/ab/ (AB_DIR to change).
+# Ends with each build's median and B/A per pair, and how often B was
+# ahead, with a sign test's p: on a guest whose moods move calls/s by 2x,
+# a difference of a few percent needs many pairs to tell from noise.
 set -euo pipefail
 
 if [ $# -lt 3 ]; then
@@ -46,6 +49,9 @@ echo "building $rev_a and $rev_b" >&2
 bin_a=$(build "$rev_a")
 bin_b=$(build "$rev_b")
 
+rates=$(mktemp)
+trap 'rm -f "$rates"' EXIT
+
 run() {
     local name=$1 bin=$2 out row probe
     shift 2
@@ -53,6 +59,31 @@ run() {
     row=$(printf '%s\n' "$out" | grep -E '^\| tram ' | head -1 | cut -d'|' -f3,5-7,9,10)
     probe=$(printf '%s\n' "$out" | grep -oE 'round trip[^:]*: [0-9.]+ ns' | head -1 | grep -oE '[0-9.]+ ns')
     printf '%-8s probe %-9s %s\n' "$name" "${probe:-?}" "${row:-(no result)}"
+    # calls/s as a number, for the summary ("1.23M", "987k").
+    printf '%s\n' "$row" | cut -d'|' -f1 | awk -v n="${name%% *}" '
+        { v = $1; m = 1; if (v ~ /M$/) m = 1e6; else if (v ~ /k$/) m = 1e3
+          sub(/[Mk]$/, "", v); if (v != "") print n, v * m }' >>"$rates"
+}
+
+# Medians of A and B, B/A per pair, and a two-sided sign test of B/A > 1.
+summary() {
+    awk '
+        function median(a, n,   i, j, t) {
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+            return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+        }
+        $1 == "A" { a[++na] = $2 } $1 == "B" { b[++nb] = $2 }
+        END {
+            n = na < nb ? na : nb
+            if (n == 0) { print "no pairs with results"; exit }
+            for (i = 1; i <= n; i++) { r[i] = b[i] / a[i]; if (r[i] > 1) up++; else if (r[i] < 1) down++ }
+            k = up < down ? up : down; m = up + down; p = 0
+            # P(X <= k) for X ~ Binomial(m, 1/2), doubled.
+            for (i = 0; i <= k; i++) { c = 1; for (j = 1; j <= i; j++) c = c * (m - j + 1) / j; p += c / 2 ^ m }
+            p = 2 * p > 1 ? 1 : 2 * p
+            printf "A median %.0f, B median %.0f calls/s; B/A per pair: median %.3f, B ahead in %d of %d (sign test p = %.2f)\n",
+                median(a, n), median(b, n), median(r, n), up, n, p
+        }' "$rates"
 }
 
 echo "pair | build | probe | calls/s | p50 µs | p99 µs | p99.9 µs | client CPU µs | server CPU µs" >&2
@@ -60,3 +91,4 @@ for i in $(seq 1 "$pairs"); do
     run "A $i" "$bin_a" "$@"
     run "B $i" "$bin_b" "$@"
 done
+summary
