@@ -136,9 +136,9 @@ fn print_moved(results: &[SystemResult]) {
 
 /// Each round of a setting beside the guest's probe taken before it:
 /// tram's rate, its client's context switches and callers moved, and its
-/// ratios. A round in
-/// which the host had moved the vCPUs apart, or tram's two-worker client
-/// was in its slow state, stands out here, where the medians hide it.
+/// ratios. A round in which the host had moved the vCPUs apart, or tram's
+/// two-worker client was in its slow state, stands out here, where the
+/// medians hide it.
 fn print_rounds(results: &[SystemResult], probes: &[Option<f64>]) {
     let Some(tram) = results.iter().find(|r| r.system == System::Tram) else {
         return;

@@ -22,8 +22,8 @@ pub(crate) struct Load {
     pub(crate) per_task: usize,
     pub(crate) payload: Bytes,
     pub(crate) done: Arc<Counts>,
-    /// Calls whose caller was polled on another thread than the caller's
-    /// call before (a runtime's task moved between its workers).
+    /// Calls answered on another thread than the caller's call before (a
+    /// runtime's task moved between its workers).
     pub(crate) moved: Arc<Counts>,
     pub(crate) recording: Arc<AtomicBool>,
     pub(crate) stop: Arc<AtomicBool>,
@@ -65,8 +65,9 @@ impl Caller {
         self.began = now;
         let thread = thread_number();
         if thread != self.thread {
-            // The first call's counts too: a caller's first thread is
-            // where it was spawned, and the bench's counts are windowed.
+            // A caller built on one thread and first answered on another
+            // counts a move too; the measuring window leaves the warm-up's
+            // out.
             self.thread = thread;
             self.load.moved.add(self.index, 1);
         }
