@@ -9,13 +9,17 @@
 #
 # Options default to `--concurrency 256`; `--systems tram --rounds 1
 # --secs 3` are always set. Builds go to target/ab/ (AB_DIR to change).
+# With AB_LIFO_CAP=N, B is built against a copy of tokio whose workers
+# poll up to N tasks in a row from their LIFO slot instead of 3 (REV_A
+# and REV_B may then be the same): the instrument of the bench log's
+# eighteenth entry.
 # Ends with each build's median and B/A per pair, and how often B was
 # ahead, with a sign test's p: on a guest whose moods move calls/s by 2x,
 # a difference of a few percent needs many pairs to tell from noise.
 set -euo pipefail
 
 if [ $# -lt 3 ]; then
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 rev_a=$1 rev_b=$2 pairs=$3
@@ -26,18 +30,41 @@ root=$(git rev-parse --show-toplevel)
 work=${AB_DIR:-$root/target/ab}
 mkdir -p "$work"
 
-# Builds `rev` (one shared target directory: dependencies build once)
-# and prints the path of its tram-bench.
+# Points the workspace at `src` to a copy of tokio with its LIFO cap at
+# `cap` (the copy is made once, from the version in Cargo.lock).
+patch_tokio() {
+    local src=$1 cap=$2 ver reg copy
+    ver=$(awk '$1 == "name" && $3 == "\"tokio\"" { getline; gsub(/"/, "", $3); print $3; exit }' "$src/Cargo.lock")
+    copy="$work/tokio-$ver-lifo-$cap"
+    if [ ! -d "$copy" ]; then
+        (cd "$src" && cargo fetch --quiet)
+        reg=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"tokio-$ver" | head -1)
+        cp -r "$reg" "$copy"
+        sed -i "s/^const MAX_LIFO_POLLS_PER_TICK: usize = 3;/const MAX_LIFO_POLLS_PER_TICK: usize = $cap;/" \
+            "$copy/src/runtime/scheduler/multi_thread/worker.rs"
+        if ! grep -q "MAX_LIFO_POLLS_PER_TICK: usize = $cap;" "$copy/src/runtime/scheduler/multi_thread/worker.rs"; then
+            rm -rf "$copy"
+            echo "tokio $ver has no LIFO cap of 3 to change" >&2
+            exit 1
+        fi
+    fi
+    printf '\n[patch.crates-io]\ntokio = { path = "%s" }\n' "$copy" >>"$src/Cargo.toml"
+}
+
+# Builds `rev` (one shared target directory: dependencies build once),
+# against tokio with a LIFO cap of `cap` if one is given, and prints the
+# path of its tram-bench.
 build() {
-    local rev sha bin src
-    rev=$1
+    local rev cap sha bin src
+    rev=$1 cap=${2:-}
     sha=$(git -C "$root" rev-parse --short "$rev^{commit}")
-    bin="$work/tram-bench-$sha"
+    bin="$work/tram-bench-$sha${cap:+-lifo-$cap}"
     if [ ! -x "$bin" ]; then
         src="$work/src-$sha"
         rm -rf "$src"
         mkdir -p "$src"
         git -C "$root" archive "$sha" | tar -x -C "$src"
+        [ -z "$cap" ] || patch_tokio "$src" "$cap"
         (cd "$src" && CARGO_TARGET_DIR="$work/target" cargo build --release --quiet -p tram-bench)
         cp "$work/target/release/tram-bench" "$bin"
         rm -rf "$src"
@@ -45,9 +72,9 @@ build() {
     echo "$bin"
 }
 
-echo "building $rev_a and $rev_b" >&2
+echo "building $rev_a and $rev_b${AB_LIFO_CAP:+ (B against tokio with a LIFO cap of $AB_LIFO_CAP)}" >&2
 bin_a=$(build "$rev_a")
-bin_b=$(build "$rev_b")
+bin_b=$(build "$rev_b" "${AB_LIFO_CAP:-}")
 
 rates=$(mktemp)
 trap 'rm -f "$rates"' EXIT
