@@ -19,7 +19,8 @@
 set -euo pipefail
 
 if [ $# -lt 3 ]; then
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    # The comment block above, whatever its length.
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
     exit 2
 fi
 rev_a=$1 rev_b=$2 pairs=$3
@@ -39,14 +40,18 @@ patch_tokio() {
     if [ ! -d "$copy" ]; then
         (cd "$src" && cargo fetch --quiet)
         reg=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"tokio-$ver" | head -1)
-        cp -r "$reg" "$copy"
+        # Made aside and moved in place once patched, so that a failed
+        # run leaves no half-made copy to be taken for a good one.
+        rm -rf "$copy.tmp"
+        cp -r "$reg" "$copy.tmp"
         sed -i "s/^const MAX_LIFO_POLLS_PER_TICK: usize = 3;/const MAX_LIFO_POLLS_PER_TICK: usize = $cap;/" \
-            "$copy/src/runtime/scheduler/multi_thread/worker.rs"
-        if ! grep -q "MAX_LIFO_POLLS_PER_TICK: usize = $cap;" "$copy/src/runtime/scheduler/multi_thread/worker.rs"; then
-            rm -rf "$copy"
+            "$copy.tmp/src/runtime/scheduler/multi_thread/worker.rs"
+        if ! grep -q "MAX_LIFO_POLLS_PER_TICK: usize = $cap;" "$copy.tmp/src/runtime/scheduler/multi_thread/worker.rs"; then
+            rm -rf "$copy.tmp"
             echo "tokio $ver has no LIFO cap of 3 to change" >&2
             exit 1
         fi
+        mv "$copy.tmp" "$copy"
     fi
     printf '\n[patch.crates-io]\ntokio = { path = "%s" }\n' "$copy" >>"$src/Cargo.toml"
 }
