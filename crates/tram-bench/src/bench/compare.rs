@@ -82,7 +82,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         "unary echo: {} rounds x {}s per system, {}{per_task}, systems interleaved",
         args.rounds,
         args.secs,
-        args.proc.describe()
+        args.proc.banner()
     );
     let mut results = Vec::new();
     for &payload in &args.payload {

@@ -87,7 +87,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         args.client_threads,
         args.rounds,
         args.secs,
-        args.proc.describe()
+        args.proc.banner()
     );
     let mut settings = Vec::new();
     for &connections in &args.connections {

@@ -106,7 +106,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         args.phase_secs,
         PHASES.join(" → "),
         args.slow_us,
-        args.proc.describe()
+        args.proc.banner()
     );
     let mut runs = Vec::new();
     for &system in &args.systems {

@@ -108,7 +108,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         args.window,
         args.rounds,
         args.secs,
-        args.proc.describe()
+        args.proc.banner()
     );
     for round in 0..args.rounds {
         let _ = crate::runner::guest::probe();

@@ -15,6 +15,10 @@ pub(crate) struct Machine {
     pub(crate) cpu: String,
     pub(crate) cpus: usize,
     pub(crate) kernel: String,
+    /// The kernel's TCP congestion control for new connections: BBR paces
+    /// its sends with timers (on loopback, with no `fq` qdisc to do it), which
+    /// bounds how fast large messages move; see `runner::congestion_control`.
+    pub(crate) congestion_control: String,
     /// The cargo profile the bench was built with: `release` (the
     /// default), `lto` (`cargo run --profile lto`), or `debug` in tests.
     pub(crate) build: &'static str,
@@ -37,6 +41,7 @@ impl Machine {
             cpus: std::thread::available_parallelism().map_or(0, usize::from),
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map_or_else(|_| "unknown".into(), |k| k.trim().to_string()),
+            congestion_control: crate::runner::congestion_control(),
             build: env!("TRAM_BENCH_PROFILE"),
             core_to_core_ns: crate::runner::guest::probes(),
         }

@@ -46,8 +46,17 @@ pub(crate) struct ProcArgs {
 }
 
 impl ProcArgs {
-    /// How the processes run, for a run's banner: "2 workers per process",
-    /// "1 client worker, 2 per server", with ", pinned" when pinned.
+    /// A run's banner: [`ProcArgs::describe`], and the kernel's TCP
+    /// congestion control when it is not the usual cubic.
+    pub(crate) fn banner(&self) -> String {
+        match congestion_control().as_str() {
+            "cubic" => self.describe(),
+            cc => format!("{}, TCP congestion control {cc}", self.describe()),
+        }
+    }
+
+    /// How the processes run: "2 workers per process", "1 client worker, 2
+    /// per server", with ", pinned" when pinned.
     pub(crate) fn describe(&self) -> String {
         let workers = match self.client_workers {
             Some(c) if c != self.workers => format!(
@@ -72,6 +81,15 @@ impl ProcArgs {
             n => format!("{workers}, {n} busy neighbour threads"),
         }
     }
+}
+
+/// The kernel's TCP congestion control for new connections
+/// (`net.ipv4.tcp_congestion_control`), which every system in a run shares.
+/// It names the guest as much as the floor's figures do: a kernel that
+/// paces (BBR, without an `fq` qdisc) holds back the large-message runs.
+pub(crate) fn congestion_control() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .map_or_else(|_| "unknown".into(), |cc| cc.trim().to_string())
 }
 
 /// The CPU the client process is pinned to with `--pin`; servers take the

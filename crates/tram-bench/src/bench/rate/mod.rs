@@ -162,7 +162,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .join(" "),
         args.secs,
         args.rounds,
-        args.proc.describe()
+        args.proc.banner()
     );
     let mut steps: Vec<Vec<Step>> = args.systems.iter().map(|_| Vec::new()).collect();
     let mut alive = vec![true; args.systems.len()];
