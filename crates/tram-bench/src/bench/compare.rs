@@ -16,9 +16,10 @@ use crate::runner::{Counts, ProcArgs, Server, client_runtime, measure_window};
 use crate::systems::{self, System, UnaryClient, Workload};
 
 /// What `compare` runs.
-const SYSTEMS: [System; 10] = [
+const SYSTEMS: [System; 11] = [
     System::Tram,
     System::TramCores,
+    System::TramCubic,
     System::TramSync,
     System::TramObserved,
     System::Tonic,

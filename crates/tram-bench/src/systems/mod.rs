@@ -27,6 +27,7 @@ use crate::runner::load::Caller;
 pub(crate) use echo::{EchoMessage, STREAM_PATH};
 pub(crate) use floor::{FloorOpenLoop, floor_closed_loop, floor_push_client, floor_stream_client};
 pub(crate) use protosocket::protosocket_stream_client;
+use tram::Unary;
 pub(crate) use tram::{tram_rpc_stream_client, tram_stream_client};
 
 /// A system under test.
@@ -58,6 +59,10 @@ pub(crate) enum System {
     /// tram with its server in thread-per-core mode (`ServerBuilder::threads`
     /// with as many threads as the server's `--workers`).
     TramCores,
+    /// tram with its connections' TCP congestion control set to cubic at
+    /// both ends (`TcpConfig::congestion_control`), as a service on a host
+    /// whose default is BBR can choose for them.
+    TramCubic,
     /// tonic 0.14, gRPC over HTTP/2.
     Tonic,
     /// protosocket-rpc 2.0.2 (unary, or server streaming for `stream`).
@@ -90,6 +95,7 @@ impl System {
             System::TramConnect => "tram-connect",
             System::AxumJson => "axum-json",
             System::TramCores => "tram-cores",
+            System::TramCubic => "tram-cubic",
             System::TramSync => "tram-sync",
             System::TramObserved => "tram-observed",
             System::Tonic => "tonic",
@@ -144,18 +150,39 @@ pub(crate) async fn serve(
     threads: usize,
 ) -> anyhow::Result<()> {
     match (workload, system) {
-        (Workload::Unary, System::Tram) => tram::serve_unary(listener, false, None, false).await,
-        (Workload::Unary, System::TramSync) => tram::serve_unary(listener, false, None, true).await,
+        (Workload::Unary, System::Tram) => tram::serve_unary(listener, Unary::default()).await,
+        (Workload::Unary, System::TramSync) => {
+            let how = Unary {
+                sync: true,
+                ..Unary::default()
+            };
+            tram::serve_unary(listener, how).await
+        }
         (Workload::Unary, System::TramObserved) => {
             tram::install_observability(true);
-            tram::serve_unary(listener, false, None, false).await
+            tram::serve_unary(listener, Unary::default()).await
         }
         (Workload::Unary, System::TramGrpc | System::TramConnect) => {
-            tram::serve_unary(listener, true, None, false).await
+            let how = Unary {
+                gateway: true,
+                ..Unary::default()
+            };
+            tram::serve_unary(listener, how).await
         }
         (Workload::Unary, System::AxumJson) => json::serve_axum(listener).await,
         (Workload::Unary, System::TramCores) => {
-            tram::serve_unary(listener, false, Some(threads), false).await
+            let how = Unary {
+                cores: Some(threads),
+                ..Unary::default()
+            };
+            tram::serve_unary(listener, how).await
+        }
+        (Workload::Unary, System::TramCubic) => {
+            let how = Unary {
+                congestion: Some(tram::cubic()?),
+                ..Unary::default()
+            };
+            tram::serve_unary(listener, how).await
         }
         (Workload::Unary, System::Tonic) => tonic::serve(listener).await,
         (Workload::Unary | Workload::Stream, System::Protosocket) => {
@@ -207,11 +234,24 @@ impl UnaryClient {
         Ok(match system {
             // Connected now, as the others are: a first call must not
             // wait for its connection inside the measured window.
-            System::Tram | System::TramCores | System::TramSync | System::TramObserved => {
+            System::Tram
+            | System::TramCores
+            | System::TramSync
+            | System::TramObserved
+            | System::TramCubic => {
                 let observed = system == System::TramObserved;
                 tram::observing(observed);
+                let congestion = match system {
+                    System::TramCubic => Some(tram::cubic()?),
+                    _ => None,
+                };
+                let tcp = ::tram::conn::TcpConfig {
+                    congestion_control: congestion,
+                    ..Default::default()
+                };
                 let channel = ::tram::Channel::builder(addr.to_string())
                     .metrics(observed)
+                    .tcp(tcp)
                     .connect()
                     .await?;
                 UnaryClient::Tram(channel)

@@ -13,15 +13,32 @@ use tram::{Request, Response, Server};
 use super::echo::{EchoMessage, PATH, STREAM_PATH};
 use crate::runner::flow::{Counter, Window};
 
-/// Serves the unary echo (behind the gRPC gateway too, with `gateway`; on
-/// threads of its own, with `cores`; with a handler that does not await,
-/// with `sync`) until aborted.
-pub(super) async fn serve_unary(
-    listener: TcpListener,
-    gateway: bool,
-    cores: Option<usize>,
-    sync: bool,
-) -> anyhow::Result<()> {
+/// How the unary echo is served (`serve_unary`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Unary {
+    /// Behind the gRPC gateway too.
+    pub(super) gateway: bool,
+    /// On threads of its own (thread per core), this many.
+    pub(super) cores: Option<usize>,
+    /// With a handler that does not await (`unary_sync`).
+    pub(super) sync: bool,
+    /// Its connections' TCP congestion control, if not the system's.
+    pub(super) congestion: Option<conn::CongestionControl>,
+}
+
+/// The congestion control `tram-cubic` sets on both ends.
+pub(super) fn cubic() -> anyhow::Result<conn::CongestionControl> {
+    Ok(conn::CongestionControl::new("cubic")?)
+}
+
+/// Serves the unary echo as `how` says until aborted.
+pub(super) async fn serve_unary(listener: TcpListener, how: Unary) -> anyhow::Result<()> {
+    let Unary {
+        gateway,
+        cores,
+        sync,
+        congestion,
+    } = how;
     let builder = Server::builder().max_concurrent_calls(65_536);
     let mut builder = if sync {
         builder.unary_sync(PATH, |req: Request<EchoMessage>| {
@@ -43,7 +60,11 @@ pub(super) async fn serve_unary(
     } else {
         server
     };
-    let listener = Listener::from_tokio(listener, TcpConfig::default());
+    let tcp = TcpConfig {
+        congestion_control: congestion,
+        ..TcpConfig::default()
+    };
+    let listener = Listener::from_tokio(listener, tcp);
     server
         .serve_listener(listener, std::future::pending())
         .await?;

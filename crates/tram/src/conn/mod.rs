@@ -46,7 +46,7 @@ pub use codec::{JsonError, JsonLines};
 pub use codec::{ProstCodec, ProstError};
 pub use error::{Error, ErrorKind, TrySendError};
 pub use inbound::{Batch, Inbound};
-pub use net::{Listener, TcpConfig, connect};
+pub use net::{CongestionControl, Listener, TcpConfig, connect};
 pub(crate) use outbound::channel as outbound_channel;
 pub use outbound::{Cork, FlushPolicy, Sender};
 pub use writebuf::{SPLICE_MIN, WriteBuf};
