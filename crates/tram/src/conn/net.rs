@@ -18,19 +18,19 @@ pub struct TcpConfig {
     pub recv_buffer: Option<u32>,
     /// The listener's accept backlog.
     pub backlog: u32,
-    /// The congestion control of tram's connections (Linux
-    /// `TCP_CONGESTION`), or the system's (`net.ipv4.tcp_congestion_control`).
-    /// Set on a listener, its accepted connections inherit it.
+    /// The congestion control of these connections (`TCP_CONGESTION`, on
+    /// Linux and FreeBSD), or the system's (on Linux
+    /// `net.ipv4.tcp_congestion_control`). Set on a listener, its accepted
+    /// connections inherit it.
     ///
     /// A host that runs BBR for its traffic at large paces every
     /// connection's sends with kernel timers where no `fq` qdisc does
-    /// (loopback has none), which costs microseconds of CPU per large
-    /// message: calls of 16 KiB on loopback moved half as fast as under
-    /// cubic (docs/performance.md). Connections inside a data centre can
-    /// have an algorithm of their own here. Setting one the system does
-    /// not allow (`net.ipv4.tcp_allowed_congestion_control`) needs
-    /// `CAP_NET_ADMIN`; an unknown or refused name fails the connect or
-    /// bind, and so does any name on a system without the option.
+    /// (loopback has none), which costs CPU on every large message
+    /// (docs/performance.md has the figures); connections inside a data
+    /// centre can have an algorithm of their own here. Setting one the
+    /// system does not allow (`net.ipv4.tcp_allowed_congestion_control`)
+    /// needs `CAP_NET_ADMIN`; an unknown or refused name fails the connect
+    /// or bind, and so does any name on a system without the option.
     pub congestion_control: Option<CongestionControl>,
 }
 
