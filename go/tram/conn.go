@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/tram-rpc/tram/go/wire"
@@ -32,6 +33,13 @@ type Options struct {
 	// within this long after the ping (defaults 30 s and 10 s, as the
 	// Rust side; negative turns keepalive off).
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// CongestionControl names the TCP congestion control of the
+	// connection ("cubic", "reno", ...; Linux only), instead of the
+	// system's. A host running BBR paces every connection's sends with
+	// kernel timers where no fq qdisc does, loopback included, which costs
+	// CPU on every large message (docs/performance.md). An unknown or
+	// refused name fails the dial.
+	CongestionControl string
 }
 
 // Conn is a client connection. It is safe for concurrent use.
@@ -59,6 +67,9 @@ func DialOptions(ctx context.Context, addr string, o Options) (*Conn, error) {
 		o.DialTimeout = 10 * time.Second
 	}
 	d := net.Dialer{Timeout: o.DialTimeout}
+	if cc := o.CongestionControl; cc != "" {
+		d.Control = func(_, _ string, rc syscall.RawConn) error { return setCongestion(rc, cc) }
+	}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

@@ -47,6 +47,11 @@ type ServerOptions struct {
 	// arrives within the timeout after (defaults 30 s and 10 s; a negative
 	// interval turns keepalive off).
 	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// CongestionControl names the TCP congestion control set on each
+	// accepted connection ("cubic", "reno", ...; Linux only), instead of
+	// the system's (see Options.CongestionControl). Serve returns the
+	// error if the kernel refuses it.
+	CongestionControl string
 }
 
 // Server serves tram calls with Go handlers. Register every method before
@@ -140,9 +145,25 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
+			if err := s.setCongestion(tc); err != nil {
+				nc.Close()
+				return err
+			}
 		}
 		go s.ServeConn(nc)
 	}
+}
+
+// setCongestion gives tc the configured congestion control, if any.
+func (s *Server) setCongestion(tc *net.TCPConn) error {
+	if s.opts.CongestionControl == "" {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return setCongestion(rc, s.opts.CongestionControl)
 }
 
 // ServeConn serves one connection until it closes.
