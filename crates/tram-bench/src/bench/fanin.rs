@@ -23,9 +23,10 @@ use crate::runner::{Counts, ProcArgs, Server, client_runtime, measure_window};
 use crate::systems::{System, UnaryClient, Workload};
 
 /// What `fanin` runs.
-const SYSTEMS: [System; 5] = [
+const SYSTEMS: [System; 6] = [
     System::Tram,
     System::TramCores,
+    System::TramCubic,
     System::TramSync,
     System::Tonic,
     System::Protosocket,

@@ -30,9 +30,10 @@ use crate::runner::{ProcArgs, client_runtime};
 use crate::systems::{System, Workload};
 
 /// What `rate` runs.
-const SYSTEMS: [System; 7] = [
+const SYSTEMS: [System; 8] = [
     System::Tram,
     System::TramCores,
+    System::TramCubic,
     System::TramSync,
     System::TramObserved,
     System::Tonic,
