@@ -4,8 +4,8 @@
 //! freed) without touching a socket or a task. The connection keeps it
 //! under one lock, shared by its callers and its reader.
 //!
-//! Calls live in a slab whose keys are the call ids, so ids are reused
-//! lowest-first as PROTOCOL.md asks. A unary call keeps its answer inline
+//! Calls live in a table keyed by call id that reuses the lowest free id
+//! first, as PROTOCOL.md asks (`ids`). A unary call keeps its answer inline
 //! (no allocation per call); a streaming call shares a `CallShared` with
 //! its handles.
 //!
@@ -27,13 +27,15 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use slab::Slab;
 use tram_wire::{CallId, Cancel, Code, End, Frame, MessageRun, Settings};
 
 use super::super::Status;
 use super::super::protocol::{self, ProtocolError};
 use super::super::stream::CallShared;
 use super::super::unary::{Answer, UnaryAnswer};
+
+mod ids;
+use ids::Ids;
 
 /// A read answering fewer calls than this, with small answers, wakes two
 /// callers, not one: each starts a relay through the rest. Measured, not
@@ -50,7 +52,7 @@ const LARGE_ANSWER: usize = 4096;
 
 /// The calls of one connection.
 pub(crate) struct Calls {
-    slab: Slab<Entry>,
+    entries: Ids<Entry>,
     /// Callers waiting for a free slot.
     pub(crate) capacity_waiters: usize,
     /// Why the connection cannot take new calls.
@@ -122,7 +124,7 @@ enum State {
 impl Calls {
     pub(crate) fn new() -> Calls {
         Calls {
-            slab: Slab::new(),
+            entries: Ids::new(),
             capacity_waiters: 0,
             broken: None,
             peer: Settings::DEFAULT,
@@ -133,7 +135,7 @@ impl Calls {
 
     /// Calls open.
     pub(crate) fn len(&self) -> usize {
-        self.slab.len()
+        self.entries.len()
     }
 
     /// Calls opened so far.
@@ -188,7 +190,7 @@ impl Calls {
         if let Some(s) = &self.broken {
             return Err(Refused::Broken(s.clone()));
         }
-        if self.slab.len() >= self.peer.max_concurrent_calls as usize {
+        if self.entries.len() >= self.peer.max_concurrent_calls as usize {
             return Err(Refused::Full);
         }
         let state = match kind {
@@ -198,7 +200,7 @@ impl Calls {
             },
             CallKind::Stream(shared) => State::Stream(shared),
         };
-        let id = self.slab.insert(Entry {
+        let id = self.entries.insert(Entry {
             state,
             client_open: !end_stream,
             server_done: false,
@@ -207,7 +209,7 @@ impl Calls {
             opened,
         }) as CallId;
         self.started += 1;
-        Ok((id, self.slab.len() == 1))
+        Ok((id, self.entries.len() == 1))
     }
 
     /// Polls a unary call. When it returns `Ready` the call is gone from
@@ -217,7 +219,7 @@ impl Calls {
         id: CallId,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Answer, Status>> {
-        let Some(entry) = self.slab.get_mut(id as usize) else {
+        let Some(entry) = self.entries.get_mut(id as usize) else {
             return Poll::Ready(Err(Status::internal("call vanished")));
         };
         let State::Unary { answer, waker } = &mut entry.state else {
@@ -225,7 +227,7 @@ impl Calls {
         };
         match answer.take() {
             Some(outcome) => {
-                self.slab.remove(id as usize);
+                self.entries.try_remove(id as usize);
                 Poll::Ready(outcome)
             }
             None => {
@@ -244,7 +246,7 @@ impl Calls {
         // it on.
         fx.wake.extend(self.pass_on());
         let broken = self.broken.is_some();
-        let Some(entry) = self.slab.get_mut(id as usize) else {
+        let Some(entry) = self.entries.get_mut(id as usize) else {
             return;
         };
         if sent && (!entry.server_done || entry.client_open) {
@@ -267,7 +269,7 @@ impl Calls {
     /// Ends our direction of call `id` (a half-close). Returns whether the
     /// server's direction has ended too.
     pub(crate) fn half_close(&mut self, id: CallId, fx: &mut Effects) -> bool {
-        let Some(entry) = self.slab.get_mut(id as usize) else {
+        let Some(entry) = self.entries.get_mut(id as usize) else {
             return false;
         };
         if entry.client_open {
@@ -371,7 +373,7 @@ impl Calls {
                 self.ended(id, fx);
                 Ok(())
             }
-            Frame::Credit(c) => match self.slab.get(c.call as usize) {
+            Frame::Credit(c) => match self.entries.get(c.call as usize) {
                 Some(Entry {
                     state: State::Stream(s),
                     ..
@@ -399,7 +401,7 @@ impl Calls {
         self.mark_broken(why.clone());
         self.flush_relay(fx);
         let mut gone = Vec::new();
-        for (id, entry) in self.slab.iter_mut() {
+        for (id, entry) in self.entries.iter_mut() {
             if !entry.server_done {
                 sample(entry.opened, true, fx);
             }
@@ -424,7 +426,7 @@ impl Calls {
     /// The entry of `id`, if the server may still send on it; a `what`
     /// frame on any other call is a protocol violation.
     fn open_entry(&mut self, id: CallId, what: &str) -> Result<&mut Entry, ProtocolError> {
-        self.slab
+        self.entries
             .get_mut(id as usize)
             .filter(|e| !e.server_done)
             .ok_or_else(|| ProtocolError::new(format!("{what} on call {id} not open")))
@@ -432,7 +434,7 @@ impl Calls {
 
     /// The server's direction of `id` ended: free it if the caller is gone.
     fn ended(&mut self, id: CallId, fx: &mut Effects) {
-        if let Some(e) = self.slab.get(id as usize) {
+        if let Some(e) = self.entries.get(id as usize) {
             if e.abandoned && !e.client_open {
                 self.free(id, fx);
             }
@@ -440,7 +442,7 @@ impl Calls {
     }
 
     fn free(&mut self, id: CallId, fx: &mut Effects) {
-        if self.slab.try_remove(id as usize).is_some() {
+        if self.entries.try_remove(id as usize).is_some() {
             fx.freed += 1;
         }
     }

@@ -217,3 +217,29 @@ fn losing_the_connection_fails_every_call() {
     };
     assert_eq!(s.code(), Code::Unavailable);
 }
+
+/// PROTOCOL.md §6.1: ids stay under 128 (one varint byte) while fewer
+/// calls than that are in flight, whatever order a burst's calls ended in.
+#[test]
+fn ids_come_back_under_128_after_a_burst() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let ids: Vec<CallId> = (0..200).map(|_| open_unary(&mut calls)).collect();
+    assert_eq!(ids, (0..200).collect::<Vec<_>>());
+    // The burst ends, highest ids last, but for three calls left open.
+    for &id in ids.iter().filter(|&&id| id != 3 && id != 130 && id != 199) {
+        calls.frame(message(id, true), &mut fx).unwrap();
+        assert!(poll(&mut calls, id).is_ready());
+    }
+    assert_eq!(calls.len(), 3);
+    let next: Vec<CallId> = (0..100).map(|_| open_unary(&mut calls)).collect();
+    assert!(next.iter().all(|&id| id < 128 && id != 3), "{next:?}");
+    // With 128 or more in flight, the id freed last is taken (the
+    // caller's next call finds its entry where it left it).
+    let more: Vec<CallId> = (0..30).map(|_| open_unary(&mut calls)).collect();
+    assert_eq!(calls.len(), 133);
+    let id = more[7];
+    calls.frame(message(id, true), &mut fx).unwrap();
+    assert!(poll(&mut calls, id).is_ready());
+    assert_eq!(open_unary(&mut calls), id);
+}
