@@ -99,6 +99,11 @@ pub(crate) enum CallKind {
     Stream(Arc<CallShared>),
 }
 
+/// Aligned to a cache line, and two lines long: a call's entry is written
+/// by its caller and by the connection's reader, often on different
+/// cores, and an entry sharing a line with its neighbours would move it
+/// for their callers too.
+#[repr(align(64))]
 struct Entry {
     state: State,
     /// A response message has arrived (leading metadata only comes on the

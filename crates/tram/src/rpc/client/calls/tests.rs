@@ -243,3 +243,12 @@ fn ids_come_back_under_128_after_a_burst() {
     assert!(poll(&mut calls, id).is_ready());
     assert_eq!(open_unary(&mut calls), id);
 }
+
+/// An entry fills two cache lines at most and shares none with its
+/// neighbours (see `Entry`): growing it past that costs every call a line.
+#[test]
+fn an_entry_is_at_most_two_cache_lines_of_its_own() {
+    use std::mem::{align_of, size_of};
+    assert_eq!(align_of::<Entry>(), 64);
+    assert!(size_of::<Entry>() <= 128, "{} bytes", size_of::<Entry>());
+}
