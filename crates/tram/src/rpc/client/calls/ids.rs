@@ -1,7 +1,7 @@
 //! The call table's storage: entries keyed by call id. A new call takes
 //! the id freed last, as a slab does: most often the caller's own last
 //! call's, whose entry is still in its core's cache (the lowest free id
-//! every time cost 7% of the calls at 256 in flight; bench log). But
+//! every time cost calls at 256 in flight; bench log). But
 //! once fewer than 128 calls are in flight, ids are kept under 128, one
 //! varint byte in every frame of a call (PROTOCOL.md §6.1): when the id
 //! freed last is higher, the free ids are taken lowest first. A slab alone
@@ -20,7 +20,7 @@ const NONE: u32 = u32::MAX;
 /// last first, as in a slab: taking or freeing an id touches only that
 /// slot and the table's own fields, which every caller touches anyway
 /// (a free-id bitmap or stack beside the slots, written by callers on
-/// both of a runtime's workers, cost 8% of the calls at 256 in flight).
+/// both of a runtime's workers, cost calls at 256 in flight; bench log).
 #[derive(Debug)]
 pub(super) struct Ids<T> {
     slots: Vec<Slot<T>>,

@@ -4,8 +4,9 @@
 //! freed) without touching a socket or a task. The connection keeps it
 //! under one lock, shared by its callers and its reader.
 //!
-//! Calls live in a table keyed by call id that reuses the lowest free id
-//! first, as PROTOCOL.md asks (`ids`). A unary call keeps its answer inline
+//! Calls live in a table keyed by call id (`ids`): a new call takes the id
+//! freed last, but ids are kept under 128 while fewer calls than that are
+//! in flight, as PROTOCOL.md asks. A unary call keeps its answer inline
 //! (no allocation per call); a streaming call shares a `CallShared` with
 //! its handles.
 //!
