@@ -100,15 +100,18 @@ impl<T> Ids<T> {
     /// Takes the entry of `id` out, freeing the id; `None` if it held none.
     pub(super) fn try_remove(&mut self, id: usize) -> Option<T> {
         let slot = self.slots.get_mut(id)?;
-        if let Slot::Vacant(_) = slot {
-            return None;
+        match std::mem::replace(slot, Slot::Vacant(self.head)) {
+            Slot::Occupied(value) => {
+                self.head = id as u32;
+                self.len -= 1;
+                Some(value)
+            }
+            // Already free: put its link back as it was.
+            vacant => {
+                *slot = vacant;
+                None
+            }
         }
-        let Slot::Occupied(value) = std::mem::replace(slot, Slot::Vacant(self.head)) else {
-            return None;
-        };
-        self.head = id as u32;
-        self.len -= 1;
-        Some(value)
     }
 
     /// Every entry, with its id, lowest first.
