@@ -68,6 +68,9 @@ pub(crate) struct RateReport {
     pub(crate) payload: usize,
     pub(crate) secs: f64,
     pub(crate) rounds: usize,
+    /// The guest's stalls, probed before the sweep and after it
+    /// (`runner::stalls`): what bounds every system's tail there.
+    pub(crate) guest_stalls: Vec<crate::runner::stalls::Stalls>,
     pub(crate) systems: Vec<SystemSweep>,
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod guest;
 pub(crate) mod latency;
 pub(crate) mod load;
 pub(crate) mod neighbours;
+pub(crate) mod stalls;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;

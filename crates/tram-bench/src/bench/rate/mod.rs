@@ -21,11 +21,14 @@
 //! 1 ms and under 5 ms (the Momento criterion), and latency percentiles
 //! against achieved throughput on one SVG chart.
 
+use std::time::Duration;
+
 use anyhow::bail;
 
 use crate::report::results::{RateReport, Step, SystemSweep};
 use crate::report::{Machine, Percentiles, Summary, si, write_json};
 use crate::runner::latency::{Hist, new_hist};
+use crate::runner::stalls::Stalls;
 use crate::runner::{ProcArgs, client_runtime};
 use crate::systems::{System, Workload};
 
@@ -165,6 +168,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         args.rounds,
         args.proc.banner()
     );
+    let mut guest_stalls = Vec::new();
+    stall_probe(&mut guest_stalls);
     let mut steps: Vec<Vec<Step>> = args.systems.iter().map(|_| Vec::new()).collect();
     let mut alive = vec![true; args.systems.len()];
     for &rate in &args.rates {
@@ -212,7 +217,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             steps,
         })
         .collect();
+    stall_probe(&mut guest_stalls);
     print_tables(&systems);
+    print_stall_verdict(&guest_stalls);
     let report = RateReport {
         bench: "rate",
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -222,6 +229,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         payload: args.payload,
         secs: args.secs,
         rounds: args.rounds,
+        guest_stalls,
         systems,
     };
     let json = write_json(&args.proc.out, "rate.json", &report)?;
@@ -230,6 +238,35 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     crate::runner::guest::print_range();
     println!("\nwrote {} and {}", json.display(), svg.display());
     Ok(())
+}
+
+/// Takes a two-second stall probe of the guest (`runner::stalls`), prints
+/// it and keeps it.
+fn stall_probe(into: &mut Vec<Stalls>) {
+    if let Some(s) = Stalls::probe(Duration::from_secs(2)) {
+        eprintln!("  {}", s.line());
+        into.push(s);
+    }
+}
+
+/// Says whether the guest itself allowed a p99.9 under 1 ms: not if any
+/// CPU spent more than 0.1% of a probe past the first millisecond of a
+/// stall.
+fn print_stall_verdict(probes: &[Stalls]) {
+    let Some(worst) = probes.iter().map(Stalls::worst_share).reduce(f64::max) else {
+        return;
+    };
+    if worst > 0.001 {
+        println!(
+            "p99.9 < 1 ms was out of reach on this guest for every system: a CPU spent {:.2}% of a stall probe stalled past 1 ms, over the 0.1% a p99.9 allows",
+            worst * 100.0
+        );
+    } else {
+        println!(
+            "the guest's stalls allowed a p99.9 under 1 ms: at most {:.3}% of a stall probe's time past 1 ms",
+            worst * 100.0
+        );
+    }
 }
 
 fn summarise(rate: u64, rounds: &[RoundResult]) -> Step {
