@@ -82,6 +82,10 @@ pub(crate) struct SystemSweep {
     /// Highest offered rate it kept up with at p99.9 under 1 ms / 5 ms.
     pub(crate) max_rate_p999_under_1ms: Option<u64>,
     pub(crate) max_rate_p999_under_5ms: Option<u64>,
+    /// Highest offered rate such that it and every rate below it passed
+    /// (a step over the limit between two under it ends the run here).
+    pub(crate) every_rate_p999_under_1ms_to: Option<u64>,
+    pub(crate) every_rate_p999_under_5ms_to: Option<u64>,
 }
 
 /// One measured point of a sweep.

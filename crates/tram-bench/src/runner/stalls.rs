@@ -2,9 +2,10 @@
 //! a loop and notes every gap over a millisecond, when the host ran
 //! something else on that vCPU (or the guest's kernel did). No system's
 //! tail can be shorter than the guest's stalls: a call waiting on a
-//! stopped vCPU waits out the stall. If the time past a millisecond of
-//! such gaps is over 0.1% of the run, a p99.9 under 1 ms is out of reach
-//! on that guest whatever runs on it, and `rate` says so.
+//! thread of a stopped vCPU waits out the stall. If the time past a
+//! millisecond of such gaps is over 0.1% of a CPU's, a p99.9 under 1 ms
+//! depends on which threads the stalls stop, whatever runs there, and
+//! `rate` says so.
 
 use std::time::{Duration, Instant};
 
