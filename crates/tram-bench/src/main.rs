@@ -9,8 +9,9 @@
 //!   against tonic, protosocket-rpc, a raw-TCP floor and tram's gRPC
 //!   gateway; `rate`: open-loop unary load at fixed rates, latency from
 //!   intended send times, the highest rate each system holds at p99.9 <
-//!   1 ms / 5 ms (over one connection or many); `fanin`: one server, many
-//!   client connections; `stream`: message streams and server streaming.
+//!   1 ms / 5 ms (over one connection or many), the guest's own stalls;
+//!   `fanin`: one server, many client connections; `stream`: message
+//!   streams and server streaming.
 //! - `systems`: what is measured, named by `System`: each system's server
 //!   and clients.
 //! - `runner`: server child processes, pinning, CPU accounting, the

@@ -2,7 +2,8 @@
 //! client and server never share a runtime or an allocator, and each one's
 //! CPU time is measured on its own), pinning, the measuring window, and the
 //! loads every system's client runs under: closed-loop calls (`load`) and
-//! a window of streamed messages (`flow`).
+//! a window of streamed messages (`flow`); and the guest's own figures,
+//! its core-to-core round trip (`guest`) and its stalls (`stalls`).
 
 pub(crate) mod flow;
 pub(crate) mod guest;

@@ -18,8 +18,11 @@
 //! its schedule or its p99.9 passes 100 ms.
 //!
 //! Reported for each system: the highest rate at which p99.9 stayed under
-//! 1 ms and under 5 ms (the Momento criterion), and latency percentiles
-//! against achieved throughput on one SVG chart.
+//! 1 ms and under 5 ms (the Momento criterion), and the highest up to
+//! which every rate did, and latency percentiles against achieved
+//! throughput on one SVG chart. The guest's own stalls are probed before
+//! the sweep and after it (`runner::stalls`): where they pass 0.1% of a
+//! CPU's time, they decide the 1 ms criterion as much as the systems do.
 
 use std::time::Duration;
 
