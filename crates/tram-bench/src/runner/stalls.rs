@@ -42,9 +42,7 @@ impl Stalls {
                 .iter()
                 .map(|&core| {
                     s.spawn(move || {
-                        core_affinity::set_for_current(core)
-                            .then(|| watch(window))
-                            .map(|c| CpuStalls { cpu: core.id, ..c })
+                        core_affinity::set_for_current(core).then(|| watch(core.id, window))
                     })
                 })
                 .collect();
@@ -91,8 +89,8 @@ impl Stalls {
     }
 }
 
-/// Reads the clock until `window` has passed, noting the gaps.
-fn watch(window: Duration) -> CpuStalls {
+/// Reads the clock on `cpu` until `window` has passed, noting the gaps.
+fn watch(cpu: usize, window: Duration) -> CpuStalls {
     let start = Instant::now();
     let mut last = start;
     let (mut stalls, mut longest, mut past) = (0, Duration::ZERO, Duration::ZERO);
@@ -107,7 +105,7 @@ fn watch(window: Duration) -> CpuStalls {
         last = now;
     }
     CpuStalls {
-        cpu: 0,
+        cpu,
         stalls,
         longest_ms: longest.as_secs_f64() * 1e3,
         past_1ms_share: past.as_secs_f64() / (last - start).as_secs_f64(),
