@@ -1,6 +1,7 @@
 //! Generates the kv, echo and gRPC interop services from proto/ with
 //! tram-build (the echo twice: once more with `Say` as a plain function,
-//! `sync_unary`), and (for the interop tests' gRPC client) tonic's client
+//! `sync_unary`), the `bytes` fields test's messages with both tram-build
+//! and prost-build, and (for the interop tests' gRPC client) tonic's client
 //! of the interop service, all compiled with protox: no system protoc.
 fn main() -> std::io::Result<()> {
     tram_build::compile_protos(
@@ -18,6 +19,22 @@ fn main() -> std::io::Result<()> {
         .out_dir(&sync)
         .sync_unary(["echo.Echo.Say"])
         .compile(&["proto/echo.proto"], &["proto"])?;
+    // tests/bytes_fields.rs: the same messages from tram-build and from
+    // plain prost-build, to compare their encodings (apart from the
+    // descriptors above, which the Go generator's tests read).
+    let fields = std::path::PathBuf::from(&out_dir).join("fields");
+    std::fs::create_dir_all(&fields)?;
+    tram_build::Builder::new()
+        .out_dir(&fields)
+        .compile(&["proto/fields.proto"], &["proto"])?;
+    let plain = std::path::PathBuf::from(&out_dir).join("prost");
+    std::fs::create_dir_all(&plain)?;
+    let fds = protox::compile(["proto/fields.proto"], ["proto"])
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    prost_build::Config::new()
+        .bytes(["."])
+        .out_dir(&plain)
+        .compile_fds(fds)?;
     let fds = protox::compile(["proto/grpc/testing/test.proto"], ["proto"])
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").map_err(std::io::Error::other)?)

@@ -1,5 +1,6 @@
-//! Generates tonic's echo service (the gRPC side of `compare`) from
-//! `proto/echo.proto`, compiled with protox: no system protoc.
+//! Generates tonic's echo service (the gRPC side of `compare`, and the
+//! message protosocket-rpc sends) and tram-build's echo message (tram's
+//! side) from `proto/echo.proto`, compiled with protox: no system protoc.
 
 fn main() -> std::io::Result<()> {
     let fds = protox::compile(["proto/echo.proto"], ["proto"])
@@ -29,6 +30,15 @@ fn main() -> std::io::Result<()> {
         .build_client(true)
         .build_server(true)
         .compile_fds_with_config(fds, config)?;
+    // tram's side of the bench uses the messages a tram user gets:
+    // tram-build's, whose `bytes` fields encode without a reference count.
+    let tram = out.join("tram");
+    std::fs::create_dir_all(&tram)?;
+    tram_build::Builder::new()
+        .client(false)
+        .server(false)
+        .out_dir(&tram)
+        .compile(&["proto/echo.proto"], &["proto"])?;
     println!("cargo:rerun-if-changed=proto/echo.proto");
     Ok(())
 }

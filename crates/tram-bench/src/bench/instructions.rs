@@ -150,12 +150,12 @@ async fn stream(args: &Args) -> anyhow::Result<()> {
         1,
     ));
     let channel = tram::Channel::connect(addr.to_string()).await?;
-    let request = systems::EchoMessage {
+    let request = systems::TramEchoMessage {
         id: 0,
         payload: Bytes::from(vec![0xab; args.payload]),
     };
     let mut messages = channel
-        .server_streaming::<_, systems::EchoMessage>(
+        .server_streaming::<_, systems::TramEchoMessage>(
             systems::STREAM_PATH,
             tram::Request::new(request),
         )

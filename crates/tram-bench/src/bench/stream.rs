@@ -14,8 +14,8 @@
 //!
 //! Server streaming (one call, the server sends messages as fast as the
 //! client takes them; one direction only):
-//! - `tram-rpc`: a tram server-streaming RPC (prost `EchoMessage`s with a
-//!   16-byte payload), with tram's credit flow control.
+//! - `tram-rpc`: a tram server-streaming RPC (tram-build's `EchoMessage`s
+//!   with a 16-byte payload), with tram's credit flow control.
 //! - `protosocket`: protosocket-rpc 2.0.2's server streaming, the same
 //!   message shape (its `Msg`, which also carries its request id and control
 //!   code).

@@ -1,6 +1,6 @@
 //! The unary echo service (`uint64 id = 1; bytes payload = 2;`), as tonic
-//! generates it from `proto/echo.proto`; tram serves and calls the same
-//! message type, protosocket-rpc a type with its own envelope fields.
+//! generates it from `proto/echo.proto`, which protosocket-rpc sends too;
+//! tram serves and calls the same message as tram-build generates it.
 
 /// tonic's generated code.
 #[allow(clippy::all, missing_docs, unreachable_pub)]
@@ -9,6 +9,12 @@ pub(crate) mod pb {
 }
 
 pub(crate) use pb::EchoMessage;
+
+/// tram-build's code for the same message: what tram serves and calls.
+#[allow(clippy::all, missing_docs, unreachable_pub)]
+pub(crate) mod tram_pb {
+    include!(concat!(env!("OUT_DIR"), "/tram/bench.rs"));
+}
 
 /// The unary echo method.
 pub(crate) const PATH: &str = "/bench.Echo/Say";

@@ -24,6 +24,7 @@ use tokio::net::TcpListener;
 
 use crate::runner::load::Caller;
 
+pub(crate) use echo::tram_pb::EchoMessage as TramEchoMessage;
 pub(crate) use echo::{EchoMessage, STREAM_PATH};
 pub(crate) use floor::{FloorOpenLoop, floor_closed_loop, floor_push_client, floor_stream_client};
 pub(crate) use protosocket::protosocket_stream_client;
@@ -353,8 +354,8 @@ pub(crate) trait WithEcho {
 
 impl Echo for ::tram::Channel {
     async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
-        let message = EchoMessage { id, payload };
-        let r: ::tram::Response<EchoMessage> = self
+        let message = TramEchoMessage { id, payload };
+        let r: ::tram::Response<TramEchoMessage> = self
             .unary(echo::PATH, ::tram::Request::new(message))
             .await?;
         Ok(r.get_ref().id)

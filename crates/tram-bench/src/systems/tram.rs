@@ -10,7 +10,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tram::conn::{self, Config, Connection, LengthDelimited, Listener, TcpConfig};
 use tram::{Request, Response, Server};
 
-use super::echo::{EchoMessage, PATH, STREAM_PATH};
+use super::echo::tram_pb::EchoMessage;
+use super::echo::{PATH, STREAM_PATH};
 use crate::runner::flow::{Counter, Window};
 
 /// How the unary echo is served (`serve_unary`).
