@@ -19,13 +19,20 @@ fn main() -> std::io::Result<()> {
         .out_dir(&sync)
         .sync_unary(["echo.Echo.Say"])
         .compile(&["proto/echo.proto"], &["proto"])?;
-    // tests/bytes_fields.rs: the same messages from tram-build and from
-    // plain prost-build, to compare their encodings (apart from the
-    // descriptors above, which the Go generator's tests read).
+    // tests/bytes_fields.rs: the same messages from tram-build (as it
+    // writes them by default, and for plain prost) and from prost-build,
+    // to compare their encodings (apart from the descriptors above, which
+    // the Go generator's tests read).
     let fields = std::path::PathBuf::from(&out_dir).join("fields");
     std::fs::create_dir_all(&fields)?;
     tram_build::Builder::new()
         .out_dir(&fields)
+        .compile(&["proto/fields.proto"], &["proto"])?;
+    let plain_tram = std::path::PathBuf::from(&out_dir).join("plain");
+    std::fs::create_dir_all(&plain_tram)?;
+    tram_build::Builder::new()
+        .plain_prost(true)
+        .out_dir(&plain_tram)
         .compile(&["proto/fields.proto"], &["proto"])?;
     let plain = std::path::PathBuf::from(&out_dir).join("prost");
     std::fs::create_dir_all(&plain)?;

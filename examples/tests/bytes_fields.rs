@@ -1,7 +1,8 @@
 //! tram-build encodes `bytes` fields its own way (`tram::codegen::prost`,
 //! which copies a field's bytes where prost clones its `Bytes` first): for
 //! every shape of field, the bytes written are prost-build's, and each side
-//! decodes the other's.
+//! decodes the other's; with `plain_prost(true)` the messages are plain
+//! prost's.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
@@ -13,6 +14,12 @@ use proptest::prelude::*;
 #[allow(missing_docs, unreachable_pub)]
 mod tram_pb {
     include!(concat!(env!("OUT_DIR"), "/fields/fields.rs"));
+}
+
+/// The same from tram-build with `plain_prost(true)`.
+#[allow(missing_docs, unreachable_pub)]
+mod plain_pb {
+    include!(concat!(env!("OUT_DIR"), "/plain/fields.rs"));
 }
 
 /// The same from plain prost-build.
@@ -78,6 +85,7 @@ macro_rules! blob_builder {
 }
 
 blob_builder!(tram_blob, tram_pb);
+blob_builder!(plain_blob, plain_pb);
 blob_builder!(prost_blob, prost_pb);
 
 proptest! {
@@ -100,6 +108,11 @@ proptest! {
         prop_assert_eq!(&back, &theirs);
         let ours_back = tram_pb::Blob::decode(theirs.encode_to_vec().as_slice()).unwrap();
         prop_assert_eq!(&ours_back, &ours);
+        let plain = plain_blob(&outer, inner.as_ref());
+        prop_assert_eq!(
+            prost_pb::Blob::decode(plain.encode_to_vec().as_slice()).unwrap(),
+            theirs
+        );
     }
 }
 
@@ -123,4 +136,15 @@ fn encodes_into_a_slice() {
     blob.encode_raw(&mut slice);
     let used = 256 - slice.len();
     assert_eq!(&room[..used], blob.encode_to_vec().as_slice());
+}
+
+/// By default the messages name tram's prost; with `plain_prost(true)`,
+/// prost itself, so that they build in a crate without tram.
+#[test]
+fn plain_prost_names_prost_only() {
+    let ours = include_str!(concat!(env!("OUT_DIR"), "/fields/fields.rs"));
+    let plain = include_str!(concat!(env!("OUT_DIR"), "/plain/fields.rs"));
+    assert!(ours.contains("::tram::codegen::prost::Message"));
+    assert!(!plain.contains("tram"), "{plain}");
+    assert!(plain.contains("::prost::Message"));
 }
