@@ -14,13 +14,17 @@ pub use crate::rpc::{
 /// `prost_path`): prost itself, but for how a `bytes` field is encoded.
 ///
 /// prost appends a `bytes::Bytes` field to the output by cloning it and
-/// `put`ting the clone, which every `BufMut` then copies from: two locked
+/// `put`ting the clone, which a buffer then copies from: two locked
 /// operations on the field's shared count (taken and given back) for
 /// nothing. A stream of small messages pays them per message, and on a
 /// guest where a locked operation costs several nanoseconds they were a
-/// third of a server stream's CPU. Here the field's bytes are copied
-/// straight from the field. Everything else, decoding included, is
-/// prost's, and the messages implement `prost::Message` as any other.
+/// third of a server stream's CPU. Here a field under
+/// [`SPLICE_MIN`](crate::conn::SPLICE_MIN) bytes is copied straight from
+/// a borrow; a larger one is still `put` as a `Bytes`, which tram's
+/// [`WriteBuf`](crate::conn::WriteBuf) keeps by reference instead of
+/// copying (the clone is nothing next to the copy it saves). Everything
+/// else, decoding included, is prost's, and the messages implement
+/// `prost::Message` as any other.
 pub mod prost {
     pub use ::prost::*;
 
@@ -28,32 +32,107 @@ pub mod prost {
     pub mod encoding {
         pub use ::prost::encoding::*;
 
-        /// `bytes` fields (`bytes::Bytes` or `Vec<u8>`): encoded from a
-        /// borrow of their bytes; decoded and measured by prost.
+        /// `bytes` fields (`bytes::Bytes` or `Vec<u8>`): encoded as
+        /// [`BytesField::append_to`] says; decoded and measured by prost.
         pub mod bytes {
-            use ::prost::bytes::BufMut;
+            use ::prost::bytes::{BufMut, Bytes};
             use ::prost::encoding::{WireType, encode_key, encode_varint};
 
             pub use ::prost::encoding::bytes::{
                 encoded_len, encoded_len_repeated, merge, merge_repeated,
             };
 
+            use crate::conn::SPLICE_MIN;
+
+            /// The two types a `bytes` field is generated as.
+            pub trait BytesField {
+                /// The field's bytes.
+                fn as_slice(&self) -> &[u8];
+                /// Appends the field's bytes to `buf`.
+                #[inline]
+                fn append_to(&self, buf: &mut impl BufMut) {
+                    buf.put_slice(self.as_slice());
+                }
+            }
+
+            impl BytesField for Vec<u8> {
+                #[inline]
+                fn as_slice(&self) -> &[u8] {
+                    self
+                }
+            }
+
+            impl BytesField for Bytes {
+                #[inline]
+                fn as_slice(&self) -> &[u8] {
+                    self
+                }
+
+                /// Small: copied from a borrow (no count). Large: `put` as
+                /// a `Bytes`, for a buffer that keeps it by reference.
+                #[inline]
+                fn append_to(&self, buf: &mut impl BufMut) {
+                    if self.len() < SPLICE_MIN {
+                        buf.put_slice(self);
+                    } else {
+                        buf.put(self.clone());
+                    }
+                }
+            }
+
             /// Encodes one `bytes` field.
             #[inline]
-            pub fn encode(tag: u32, value: &impl AsRef<[u8]>, buf: &mut impl BufMut) {
-                let value = value.as_ref();
+            pub fn encode(tag: u32, value: &impl BytesField, buf: &mut impl BufMut) {
                 encode_key(tag, WireType::LengthDelimited, buf);
-                encode_varint(value.len() as u64, buf);
-                buf.put_slice(value);
+                encode_varint(value.as_slice().len() as u64, buf);
+                value.append_to(buf);
             }
 
             /// Encodes a repeated `bytes` field.
             #[inline]
-            pub fn encode_repeated(tag: u32, values: &[impl AsRef<[u8]>], buf: &mut impl BufMut) {
+            pub fn encode_repeated(tag: u32, values: &[impl BytesField], buf: &mut impl BufMut) {
                 for value in values {
                     encode(tag, value, buf);
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::IoSlice;
+
+    use bytes::Bytes;
+
+    use super::prost::encoding::bytes::encode;
+    use crate::conn::{SPLICE_MIN, WriteBuf};
+
+    /// What `buf` would write, flattened.
+    fn written(buf: &WriteBuf) -> Vec<u8> {
+        let mut slices = [IoSlice::new(&[]); 8];
+        let n = buf.chunks(&mut slices);
+        slices[..n].iter().flat_map(|s| s.iter().copied()).collect()
+    }
+
+    #[test]
+    fn small_fields_are_copied_and_large_ones_kept_by_reference() {
+        for (len, spliced) in [
+            (0, false),
+            (16, false),
+            (SPLICE_MIN - 1, false),
+            (SPLICE_MIN, true),
+        ] {
+            let value = Bytes::from(vec![7u8; len]);
+            let mut ours = WriteBuf::default();
+            encode(2, &value, &mut ours);
+            assert_eq!(!ours.is_contiguous(), spliced, "{len} bytes");
+            let mut prost = Vec::new();
+            ::prost::encoding::bytes::encode(2, &value, &mut prost);
+            assert_eq!(written(&ours), prost, "{len} bytes");
+            let mut from_vec = Vec::new();
+            encode(2, &value.to_vec(), &mut from_vec);
+            assert_eq!(from_vec, prost, "{len} bytes from a Vec");
         }
     }
 }
