@@ -16,9 +16,8 @@ pub use crate::rpc::{
 /// prost appends a `bytes::Bytes` field to the output by cloning it and
 /// `put`ting the clone, which a buffer then copies from: two locked
 /// operations on the field's shared count (taken and given back) for
-/// nothing. A stream of small messages pays them per message, and on a
-/// guest where a locked operation costs several nanoseconds they were a
-/// third of a server stream's CPU. Here a field under
+/// nothing, which a stream of small messages pays per message
+/// (docs/performance.md, "Where the time goes"). Here a field under
 /// [`SPLICE_MIN`](crate::conn::SPLICE_MIN) bytes is copied straight from
 /// a borrow; a larger one is still `put` as a `Bytes`, which tram's
 /// [`WriteBuf`](crate::conn::WriteBuf) keeps by reference instead of
