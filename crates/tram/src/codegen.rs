@@ -32,7 +32,8 @@ pub mod prost {
         pub use ::prost::encoding::*;
 
         /// `bytes` fields (`bytes::Bytes` or `Vec<u8>`): encoded as
-        /// [`BytesField::append_to`] says; decoded and measured by prost.
+        /// [`BytesField::append_to`](bytes::BytesField::append_to) says;
+        /// decoded and measured by prost.
         pub mod bytes {
             use ::prost::bytes::{BufMut, Bytes};
             use ::prost::encoding::{WireType, encode_key, encode_varint};
@@ -100,19 +101,10 @@ pub mod prost {
 
 #[cfg(test)]
 mod tests {
-    use std::io::IoSlice;
-
     use bytes::Bytes;
 
     use super::prost::encoding::bytes::encode;
     use crate::conn::{SPLICE_MIN, WriteBuf};
-
-    /// What `buf` would write, flattened.
-    fn written(buf: &WriteBuf) -> Vec<u8> {
-        let mut slices = [IoSlice::new(&[]); 8];
-        let n = buf.chunks(&mut slices);
-        slices[..n].iter().flat_map(|s| s.iter().copied()).collect()
-    }
 
     #[test]
     fn small_fields_are_copied_and_large_ones_kept_by_reference() {
@@ -128,7 +120,7 @@ mod tests {
             assert_eq!(!ours.is_contiguous(), spliced, "{len} bytes");
             let mut prost = Vec::new();
             ::prost::encoding::bytes::encode(2, &value, &mut prost);
-            assert_eq!(written(&ours), prost, "{len} bytes");
+            assert_eq!(ours.written(), prost, "{len} bytes");
             let mut from_vec = Vec::new();
             encode(2, &value.to_vec(), &mut from_vec);
             assert_eq!(from_vec, prost, "{len} bytes from a Vec");

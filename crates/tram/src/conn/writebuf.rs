@@ -215,13 +215,21 @@ unsafe impl BufMut for WriteBuf {
 }
 
 #[cfg(test)]
+impl WriteBuf {
+    /// What a write of everything queued would send, flattened.
+    pub(crate) fn written(&self) -> Vec<u8> {
+        let mut slices = [IoSlice::new(&[]); 8];
+        let n = self.chunks(&mut slices);
+        slices[..n].iter().flat_map(|s| s.iter().copied()).collect()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     fn written(buf: &WriteBuf) -> Vec<u8> {
-        let mut slices = [IoSlice::new(&[]); 8];
-        let n = buf.chunks(&mut slices);
-        slices[..n].iter().flat_map(|s| s.iter().copied()).collect()
+        buf.written()
     }
 
     #[test]
