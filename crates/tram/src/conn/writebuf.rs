@@ -228,10 +228,6 @@ impl WriteBuf {
 mod tests {
     use super::*;
 
-    fn written(buf: &WriteBuf) -> Vec<u8> {
-        buf.written()
-    }
-
     #[test]
     fn large_payloads_are_spliced_in_order_and_small_ones_copied() {
         let big = Bytes::from(vec![7u8; SPLICE_MIN]);
@@ -247,14 +243,14 @@ mod tests {
         want.extend_from_slice(&big);
         want.extend_from_slice(b"midsmall");
         want.extend_from_slice(&big);
-        assert_eq!(written(&buf), want);
+        assert_eq!(buf.written(), want);
         // Consumed in pieces that straddle the segments.
         let mut at = 0;
         for step in [3, 2, SPLICE_MIN, 1, 9, 100, SPLICE_MIN] {
             let step = step.min(buf.len());
             buf.advance(step);
             at += step;
-            assert_eq!(written(&buf), want[at..]);
+            assert_eq!(buf.written(), want[at..]);
         }
         assert!(buf.is_empty());
     }
@@ -268,6 +264,6 @@ mod tests {
         buf.put(Bytes::from(vec![1u8; SPLICE_MIN]));
         buf.rollback(mark);
         assert!(buf.is_contiguous());
-        assert_eq!(written(&buf), b"kept");
+        assert_eq!(buf.written(), b"kept");
     }
 }
