@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use bytes::Bytes;
 
 use super::Counts;
+use crate::runner::clock::Stamp;
 use crate::runner::latency::{Hist, Recorder, new_hist};
 
 /// A closed-loop load: `c` callers, each calling again as soon as its call
@@ -38,7 +38,7 @@ pub(crate) struct Caller {
     rec: Recorder,
     /// The id of the call in flight (unique across callers).
     id: u64,
-    began: Instant,
+    began: Stamp,
     /// The thread the caller's last call was answered on.
     thread: usize,
 }
@@ -58,9 +58,9 @@ impl Caller {
     /// The call in flight was answered with id `got`.
     pub(crate) fn done(&mut self, got: u64) -> anyhow::Result<()> {
         anyhow::ensure!(got == self.id, "response {got} for request {}", self.id);
-        let now = Instant::now();
+        let now = Stamp::now();
         if self.load.recording.load(Ordering::Relaxed) {
-            self.rec.record((now - self.began).as_nanos() as u64);
+            self.rec.record(now.nanos_since(self.began));
         }
         self.began = now;
         let thread = thread_number();
@@ -86,7 +86,7 @@ impl Load {
             load: self.clone(),
             rec: Recorder::new(hist),
             id: (index as u64) << 40,
-            began: Instant::now(),
+            began: Stamp::now(),
             thread: thread_number(),
         }
     }

@@ -5,6 +5,7 @@
 //! a window of streamed messages (`flow`); and the guest's own figures,
 //! its core-to-core round trip (`guest`) and its stalls (`stalls`).
 
+pub(crate) mod clock;
 pub(crate) mod flow;
 pub(crate) mod guest;
 pub(crate) mod latency;

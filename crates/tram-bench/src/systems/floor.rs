@@ -12,13 +12,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
+use crate::runner::clock::Stamp;
 use crate::runner::flow::Window;
 use crate::runner::latency::{Hist, new_hist};
 use crate::runner::load::Load;
@@ -58,7 +59,7 @@ pub(crate) async fn floor_closed_loop(load: Load, addr: SocketAddr) -> anyhow::R
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (mut rd, mut wr) = stream.into_split();
-    let epoch = Instant::now();
+    let epoch = Stamp::now();
     let in_flight = Arc::new(AtomicU64::new(0));
     let room = Arc::new(Notify::new());
     let writer = tokio::spawn({
@@ -72,7 +73,7 @@ pub(crate) async fn floor_closed_loop(load: Load, addr: SocketAddr) -> anyhow::R
                     continue;
                 }
                 buf.clear();
-                let now = epoch.elapsed().as_nanos() as u64;
+                let now = epoch.elapsed();
                 for _ in 0..free {
                     buf.put_u32((8 + this.payload.len()) as u32);
                     buf.put_u64(now);
@@ -91,7 +92,7 @@ pub(crate) async fn floor_closed_loop(load: Load, addr: SocketAddr) -> anyhow::R
         if rd.read_buf(&mut buf).await? == 0 {
             break;
         }
-        let now = epoch.elapsed().as_nanos() as u64;
+        let now = epoch.elapsed();
         let mut n = 0;
         while let Some(len) = whole_frame(&buf) {
             let sent = (&buf[4..12]).get_u64();

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::{Args, RoundResult, Schedule};
+use crate::runner::clock::Stamp;
 use crate::runner::latency::{Hist, new_hist};
 use crate::runner::{Server, pid_cpu, self_cpu};
 use crate::systems::{self, Echo, System, UnaryClient, WithEcho};
@@ -22,7 +23,7 @@ struct StepState {
     /// batches instead (call `i` in the batch for `floor[i % len]`).
     floor: std::sync::OnceLock<Vec<systems::FloorOpenLoop>>,
     payload: Bytes,
-    epoch: Instant,
+    epoch: Stamp,
     schedule: Schedule,
     /// The measuring window, in nanoseconds from `epoch`.
     window: (u64, u64),
@@ -44,7 +45,7 @@ impl StepState {
 
     /// Records a call due at `intended` as answered (`ok`) or failed now.
     fn finish(&self, intended: u64, ok: bool) {
-        let done = self.epoch.elapsed().as_nanos() as u64;
+        let done = self.epoch.elapsed();
         let (start, end) = self.window;
         if (start..end).contains(&intended) {
             if ok {
@@ -126,7 +127,7 @@ pub(super) async fn step(
         clients,
         floor: std::sync::OnceLock::new(),
         payload: Bytes::from(vec![0xab; args.payload]),
-        epoch: Instant::now(),
+        epoch: Stamp::now(),
         schedule: Schedule::new(rate),
         window: (warm, end),
         hist: Mutex::new(new_hist()),
@@ -212,7 +213,7 @@ fn dispatch(
     let mut first = None;
     let mut issued = 0u64;
     while issued < total && !stop.load(Ordering::Relaxed) {
-        let now = state.epoch.elapsed().as_nanos() as u64;
+        let now = state.epoch.elapsed();
         if first.is_none() && now >= start {
             first = Some(read_cpu()?);
         }
@@ -232,7 +233,7 @@ fn dispatch(
         } else {
             state.schedule.intended(issued)
         };
-        let now = state.epoch.elapsed().as_nanos() as u64;
+        let now = state.epoch.elapsed();
         if next > now {
             // A wake-up takes ~20 µs here even with no slack: aim early, but
             // sleep at least `MIN_NAP` (calls due meanwhile go as a batch).
@@ -243,7 +244,7 @@ fn dispatch(
         }
     }
     // The window's end, for the CPU reading.
-    let now = state.epoch.elapsed().as_nanos() as u64;
+    let now = state.epoch.elapsed();
     if now < end {
         std::thread::sleep(Duration::from_nanos(end - now));
     }
