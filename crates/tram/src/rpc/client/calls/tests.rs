@@ -39,7 +39,7 @@ fn a_unary_answer_completes_the_call_and_frees_its_id() {
     };
     assert_eq!(&body[..], b"ok");
     assert_eq!(calls.len(), 1);
-    // The lowest free id is reused first.
+    // The id freed last is reused first.
     assert_eq!(open_unary(&mut calls), 0);
 }
 
