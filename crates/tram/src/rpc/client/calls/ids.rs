@@ -11,8 +11,8 @@
 //! id freed last first: taking or freeing an id costs the same however
 //! large a burst once made the table. (One list, sorted again by a walk
 //! over the whole table whenever a high id came up while fewer than 128
-//! were in flight, cost an open-loop client most of its time after a
-//! stall had left thousands of slots; bench log.)
+//! were in flight, made each such call pay for the largest burst the
+//! connection had seen; bench log.)
 
 /// Ids below this take one varint byte.
 const ONE_BYTE: usize = 128;
