@@ -12,6 +12,23 @@ pub struct Num {
     pub n: u64,
 }
 
+/// A response stream of `n` numbers (none for 0).
+pub struct Count(pub u64);
+
+impl futures_core::Stream for Count {
+    type Item = Result<Num, tram::rpc::Status>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.0 == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        self.0 -= 1;
+        std::task::Poll::Ready(Some(Ok(Num { n: self.0 })))
+    }
+}
+
 pub fn metadata() -> wire::Metadata {
     wire::Metadata::builder()
         .ascii("k", "v")

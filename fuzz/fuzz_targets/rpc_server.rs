@@ -14,8 +14,8 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use tram::rpc::{Request, Response, Server, Status, Streaming};
-use common::Num;
+use tram::rpc::{Request, Response, Server, Streaming};
+use common::{Count, Num};
 use tram::wire::{self, Frame, Settings};
 
 const METHODS: [&str; 5] = [
@@ -25,23 +25,6 @@ const METHODS: [&str; 5] = [
     "/f.S/Sum",
     "/f.S/Chat",
 ];
-
-/// An empty response stream, or `n` numbers.
-struct Count(u64);
-
-impl futures_core::Stream for Count {
-    type Item = Result<Num, Status>;
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        if self.0 == 0 {
-            return std::task::Poll::Ready(None);
-        }
-        self.0 -= 1;
-        std::task::Poll::Ready(Some(Ok(Num { n: self.0 })))
-    }
-}
 
 static SERVER: LazyLock<Server> = LazyLock::new(|| {
     Server::builder()

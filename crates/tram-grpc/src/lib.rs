@@ -83,6 +83,8 @@
 //! - [`standard`]: reflection and health, as tram services.
 
 mod call;
+#[cfg(test)]
+mod properties;
 mod sniff;
 pub mod standard;
 mod wake;

@@ -133,18 +133,21 @@ pub(crate) fn frame(msg: &[u8], gzip: bool) -> Bytes {
 
 /// Parses `grpc-timeout`: up to 8 digits and a unit (H M S m u n).
 pub(crate) fn parse_timeout(v: &str) -> Option<Duration> {
-    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
-    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    // By bytes: the unit is one ASCII byte, whatever the value holds.
+    let (&unit, digits) = v.as_bytes().split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let n: u64 = digits.parse().ok()?;
+    let n = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
     Some(match unit {
-        "H" => Duration::from_secs(n * 3600),
-        "M" => Duration::from_secs(n * 60),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
         _ => return None,
     })
 }
@@ -263,6 +266,7 @@ mod tests {
         assert_eq!(parse_timeout("S"), None);
         assert_eq!(parse_timeout("10x"), None);
         assert_eq!(parse_timeout(""), None);
+        assert_eq!(parse_timeout("1é"), None, "not ASCII: no timeout, no panic");
     }
 
     #[test]

@@ -17,8 +17,8 @@
 //! - `http1`: serving HTTP/1.1 connections (hyper).
 //! - `h2`: these protocols' requests on the gateway's HTTP/2 connections.
 
-mod connect;
-mod grpcweb;
+pub(crate) mod connect;
+pub(crate) mod grpcweb;
 pub(crate) mod h2;
 pub(crate) mod http1;
 pub(crate) mod json;
