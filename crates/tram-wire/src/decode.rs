@@ -285,9 +285,10 @@ impl MessageRun {
 /// byte), and whose [`Buf::copy_to_bytes`] slices the run instead of
 /// copying, whatever the field's size. A slice costs two atomic operations
 /// on the read buffer's count (taken now, given back when the field is
-/// dropped); a copy of a small field costs an allocation and its free,
-/// which is dearer on some machines and no cheaper on any measured
-/// (docs/bench-log.md).
+/// dropped) and keeps the buffer alive while the field lives; a copy of a
+/// small field costs an allocation and its free, which is dearer on some
+/// machines and no cheaper on any measured (docs/bench-log.md). A caller
+/// that keeps a field long copies it itself.
 #[derive(Debug)]
 pub struct Payload<'a> {
     /// What is left of the payload.
