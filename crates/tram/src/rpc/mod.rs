@@ -34,6 +34,7 @@
 //! - `exec`: the small executor that runs a connection's handler futures
 //!   without a task per call.
 
+mod alarm;
 pub(crate) mod client;
 pub(crate) mod codec;
 mod deadline;

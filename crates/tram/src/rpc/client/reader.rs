@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tram_wire::Frame;
 
 use super::super::Status;
+use super::super::alarm::Alarm;
 use super::super::codec::{Received, RpcEncoder, RunDecoder};
 use super::super::protocol::{self, Control, ProtocolError};
 use super::super::timers::{Keepalive, TimerEvent, Timers};
@@ -139,7 +140,7 @@ async fn read_loop(
     // move the last receive time (a clock read per read, no timer reset).
     let mut timers = Timers::new(Instant::now(), None, None, keepalive);
     let first = keepalive.map_or(Duration::from_secs(3600), |k| k.interval);
-    let mut timer = pin!(tokio::time::sleep(first));
+    let mut timer = Alarm::new(Instant::now() + first);
     // Armed while a relay may be waiting; polled first, so that frames
     // read without pause do not keep it from firing.
     let mut flush = pin!(tokio::time::sleep(RELAY_FLUSH));
@@ -160,13 +161,13 @@ async fn read_loop(
                 continue;
             }
             f = inbound.recv() => f,
-            () = &mut timer, if keepalive.is_some() => {
+            () = std::future::poll_fn(|cx| timer.poll(cx)), if keepalive.is_some() => {
                 match timers.check(Instant::now(), true) {
-                    TimerEvent::Next(at) => timer.as_mut().reset(at),
+                    TimerEvent::Next(at) => timer.reset(at),
                     TimerEvent::Ping(payload, at) => {
                         let ping = tram_wire::Ping { ack: false, payload };
                         let _ = conn.out.force_send(Frame::Ping(ping));
-                        timer.as_mut().reset(at);
+                        timer.reset(at);
                     }
                     TimerEvent::Expired(_) | TimerEvent::Idle => {
                         let why = Status::unavailable("keepalive ping unanswered: server unreachable");

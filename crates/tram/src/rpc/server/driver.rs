@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use tram_wire::{CallId, Code, Frame, Metadata, Reason};
 
+use super::super::alarm::Alarm;
 use super::super::codec::{Received, RpcEncoder, RunDecoder};
 use super::super::exec::{BoxFuture, Exec};
 use super::super::protocol::{self, Control, ProtocolError};
@@ -115,9 +116,10 @@ pub(crate) async fn serve(
             u64::from(addr.port()).wrapping_mul(0x9e37_79b9),
         ),
     };
-    let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
-    let far = Instant::now() + Duration::from_secs(86_400 * 365);
-    let mut life_timer = pin!(tokio::time::sleep_until(d.life.deadline().unwrap_or(far)));
+    let mut timer = Alarm::new(Instant::now());
+    // Only a connection with a maximum age has a deadline of its own: one
+    // without never registers this timer.
+    let mut life_timer = d.life.deadline().map(Alarm::new);
     // A persistent future, so that its wake-up registration survives polls.
     let mut stopped = pin!(async move {
         while !*stop.borrow_and_update() {
@@ -136,12 +138,12 @@ pub(crate) async fn serve(
         if let Poll::Ready(done) = d.poll(&mut inbound, cx) {
             return Poll::Ready(done);
         }
-        loop {
-            let at = d.life.deadline().unwrap_or(far);
-            if life_timer.deadline() != at {
-                life_timer.as_mut().reset(at);
+        while let Some(at) = d.life.deadline() {
+            let life = life_timer.get_or_insert_with(|| Alarm::new(at));
+            if life.deadline() != at {
+                life.reset(at);
             }
-            if life_timer.as_mut().poll(cx).is_pending() {
+            if life.poll(cx).is_pending() {
                 break;
             }
             match d.life.due(Instant::now()) {
@@ -157,17 +159,17 @@ pub(crate) async fn serve(
                 return Poll::Ready(Ok(()));
             }
         }
-        while timer.as_mut().poll(cx).is_ready() {
+        while timer.poll(cx).is_ready() {
             let now = Instant::now();
             match d.timers.check(now, d.calls.peer_settings.is_some()) {
-                TimerEvent::Next(at) => timer.as_mut().reset(at),
+                TimerEvent::Next(at) => timer.reset(at),
                 TimerEvent::Ping(payload, at) => {
                     let ping = tram_wire::Ping {
                         ack: false,
                         payload,
                     };
                     let _ = d.out.force_send(Frame::Ping(ping));
-                    timer.as_mut().reset(at);
+                    timer.reset(at);
                 }
                 TimerEvent::Idle => {
                     tracing::debug!(peer = %addr, "closing idle connection");
@@ -176,7 +178,7 @@ pub(crate) async fn serve(
                         d.begin_close("idle");
                         cx.waker().wake_by_ref();
                     }
-                    timer.as_mut().reset(now + Duration::from_secs(3600));
+                    timer.reset(now + Duration::from_secs(3600));
                 }
                 TimerEvent::Expired(why) => {
                     return Poll::Ready(Err(ProtocolError::with_reason(Reason::TIMEOUT, why)));
