@@ -12,6 +12,7 @@ use tokio::io::AsyncRead;
 
 use super::codec::{DecodeRef, Decoder};
 use super::error::{Error, ErrorKind};
+use super::readpool::{PAGE, to_read_phase};
 
 /// A message's start up to this size is copied to a new buffer rather
 /// than completed where it is with a read of its own.
@@ -67,7 +68,11 @@ where
         Inbound {
             io,
             decoder,
-            buf: BytesMut::with_capacity(read_chunk),
+            buf: {
+                let mut buf = BytesMut::with_capacity(read_chunk + PAGE);
+                to_read_phase(&mut buf);
+                buf
+            },
             read_chunk,
             max_read_chunk: max_read_chunk.max(read_chunk),
             max_buffered,
@@ -328,7 +333,18 @@ where
         {
             self.copied += self.buf.len() as u64;
         }
-        if self.buf.try_reclaim(room) {
+        if self.buf.try_reclaim(room + PAGE) {
+            // Moved to the front of its allocation, at the allocator's
+            // offset into a page: moved on to the read phase, when what is
+            // left is small enough to copy aside.
+            let left = self.buf.len();
+            if left <= COPY_AT_MOST {
+                let mut aside = [0u8; COPY_AT_MOST];
+                aside[..left].copy_from_slice(&self.buf);
+                self.buf.clear();
+                to_read_phase(&mut self.buf);
+                self.buf.extend_from_slice(&aside[..left]);
+            }
             return;
         }
         // What is left unread is the start of a frame, copied to the next
@@ -338,10 +354,11 @@ where
             self.buf.reserve(room);
             return;
         }
-        let mut next = match super::readpool::take(self.buf.len() + room) {
+        let mut next = match super::readpool::take(self.buf.len() + room + PAGE) {
             Some(pooled) => pooled,
-            None => BytesMut::with_capacity((self.buf.len() + room).max(self.read_chunk)),
+            None => BytesMut::with_capacity((self.buf.len() + room).max(self.read_chunk) + PAGE),
         };
+        to_read_phase(&mut next);
         next.extend_from_slice(&self.buf);
         super::readpool::give(std::mem::replace(&mut self.buf, next));
     }
@@ -489,6 +506,36 @@ mod tests {
         }
         drop(kept);
         inbound.copied
+    }
+
+    /// Reads land half a page into a buffer, the first read and those into
+    /// a buffer taken after the first filled up alike.
+    #[tokio::test]
+    async fn reads_start_half_a_page_in() {
+        let len = 4096 - 4;
+        let arrivals: Vec<Vec<u8>> = (0..64).map(|_| frame(len)).collect();
+        let mut inbound = Inbound::new(
+            Arrivals(arrivals.into()),
+            LengthDelimited::new(),
+            CHUNK,
+            CHUNK,
+            1 << 20,
+        );
+        assert_eq!(
+            inbound.buf.as_ptr() as usize % PAGE,
+            super::super::readpool::READ_PHASE
+        );
+        // Frames of a page each: every one read starts at the phase, and
+        // its payload 4 bytes after, whichever buffer holds it.
+        let mut kept = Vec::new();
+        for _ in 0..64 {
+            let msg = inbound.recv().await.unwrap().unwrap();
+            assert_eq!(
+                msg.as_ptr() as usize % PAGE,
+                super::super::readpool::READ_PHASE + 4
+            );
+            kept.push(msg);
+        }
     }
 
     /// A peer whose send buffer is smaller than its messages writes each

@@ -16,10 +16,13 @@
 //! idle connection keeps nothing in it and the memory it can hold is
 //! fixed. It is only touched when a connection's buffer runs out of room,
 //! once per tens of kilobytes read.
+//!
+//! Every read buffer starts half a page in ([`READ_PHASE`]), whoever
+//! allocated it.
 
 use std::collections::VecDeque;
 
-use bytes::BytesMut;
+use bytes::{Buf, BufMut, BytesMut};
 use parking_lot::Mutex;
 
 /// Buffers kept at most, for the whole process.
@@ -44,6 +47,32 @@ pub(super) fn take(room: usize) -> Option<BytesMut> {
 /// messages are gone, if the pool has room for it.
 pub(super) fn give(buf: BytesMut) {
     POOL.give(buf);
+}
+
+/// Where in a 4 KiB page a read buffer's bytes start.
+///
+/// Some CPUs (the family-25 AMD EPYC of issue 19's guests among them) run
+/// `rep movsb`, which the kernel uses for its copies into user memory, 25
+/// to 30 times slower when the destination lies 1 to 31 bytes past the
+/// source modulo 4 KiB. A sender's bytes sit in the kernel's page-aligned
+/// fragments, and glibc hands out large buffers 16 bytes into a page:
+/// read there, a large message sent from a page boundary is copied at that
+/// slow rate. Half a page in, the distance is as far from the window as it
+/// can be (docs/bench-log.md, the twenty-eighth session).
+pub(super) const READ_PHASE: usize = 2048;
+
+/// A page: the room a buffer gives up to start at [`READ_PHASE`].
+pub(super) const PAGE: usize = 4096;
+
+/// Moves the start of `buf`, empty, to [`READ_PHASE`] within its page,
+/// giving up less than a page of its room.
+pub(super) fn to_read_phase(buf: &mut BytesMut) {
+    debug_assert!(buf.is_empty());
+    let pad = (READ_PHASE + PAGE - buf.as_ptr() as usize % PAGE) % PAGE;
+    if pad <= buf.capacity() {
+        buf.put_bytes(0, pad);
+        buf.advance(pad);
+    }
 }
 
 struct Pool(Mutex<VecDeque<BytesMut>>);
@@ -116,5 +145,18 @@ mod tests {
             pool.give(BytesMut::with_capacity(64));
         }
         assert_eq!(pool.0.lock().len(), MAX_POOLED);
+    }
+
+    #[test]
+    fn a_buffer_moved_to_the_read_phase_keeps_all_but_a_page_of_room() {
+        for cap in [PAGE, 64 << 10, 256 << 10] {
+            let mut buf = BytesMut::with_capacity(cap + PAGE);
+            to_read_phase(&mut buf);
+            assert_eq!(buf.as_ptr() as usize % PAGE, READ_PHASE);
+            assert!(buf.is_empty());
+            assert!(buf.capacity() > cap, "{} of {cap}", buf.capacity());
+            buf.extend_from_slice(&[7; 100]);
+            assert_eq!(buf[..], [7; 100]);
+        }
     }
 }
