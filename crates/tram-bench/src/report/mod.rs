@@ -26,6 +26,12 @@ pub(crate) struct Machine {
     /// round as the run went (`runner::guest`): what tells two guests of
     /// the same kind apart.
     pub(crate) core_to_core_ns: Vec<f64>,
+    /// How much slower the CPU's `rep movsb` (the kernel's copy to and
+    /// from user memory) copies 16 KiB to 16 bytes past its source modulo
+    /// 4 KiB than to 2 KiB past it (`runner::movsb`): about 1, or 25 and
+    /// more on CPUs whose large-message figures depend on where buffers
+    /// fall in their pages.
+    pub(crate) movsb_short_distance_slowdown: Option<f64>,
 }
 
 impl Machine {
@@ -44,6 +50,7 @@ impl Machine {
             congestion_control: crate::runner::congestion_control(),
             build: env!("TRAM_BENCH_PROFILE"),
             core_to_core_ns: crate::runner::guest::probes(),
+            movsb_short_distance_slowdown: crate::runner::movsb::short_distance_slowdown(),
         }
     }
 }

@@ -10,6 +10,7 @@ pub(crate) mod flow;
 pub(crate) mod guest;
 pub(crate) mod latency;
 pub(crate) mod load;
+pub(crate) mod movsb;
 pub(crate) mod neighbours;
 pub(crate) mod stalls;
 
