@@ -487,17 +487,22 @@ mod tests {
         f
     }
 
-    /// Reads `n` messages from `arrivals`, each kept until the next has
-    /// arrived (as a server keeps a request until its answer is written);
-    /// returns the bytes copied between buffers.
-    async fn copied_reading(arrivals: Vec<Vec<u8>>, n: usize, len: usize) -> u64 {
-        let mut inbound = Inbound::new(
+    /// An `Inbound` of length-delimited frames over `arrivals`.
+    fn reading(arrivals: Vec<Vec<u8>>) -> Inbound<Arrivals, LengthDelimited> {
+        Inbound::new(
             Arrivals(arrivals.into()),
             LengthDelimited::new(),
             CHUNK,
             CHUNK,
             1 << 20,
-        );
+        )
+    }
+
+    /// Reads `n` messages from `arrivals`, each kept until the next has
+    /// arrived (as a server keeps a request until its answer is written);
+    /// returns the bytes copied between buffers.
+    async fn copied_reading(arrivals: Vec<Vec<u8>>, n: usize, len: usize) -> u64 {
+        let mut inbound = reading(arrivals);
         let mut kept: Option<Bytes> = None;
         for _ in 0..n {
             let msg = inbound.recv().await.unwrap().unwrap();
@@ -508,32 +513,17 @@ mod tests {
         inbound.copied
     }
 
-    /// Reads land half a page into a buffer, the first read and those into
-    /// a buffer taken after the first filled up alike.
+    /// Reads land half a page into a buffer, the first one's and those of
+    /// the buffers taken after it alike: frames of a page each, kept, put
+    /// every payload 4 bytes past the phase.
     #[tokio::test]
     async fn reads_start_half_a_page_in() {
-        let len = 4096 - 4;
-        let arrivals: Vec<Vec<u8>> = (0..64).map(|_| frame(len)).collect();
-        let mut inbound = Inbound::new(
-            Arrivals(arrivals.into()),
-            LengthDelimited::new(),
-            CHUNK,
-            CHUNK,
-            1 << 20,
-        );
-        assert_eq!(
-            inbound.buf.as_ptr() as usize % PAGE,
-            super::super::readpool::READ_PHASE
-        );
-        // Frames of a page each: every one read starts at the phase, and
-        // its payload 4 bytes after, whichever buffer holds it.
+        let mut inbound = reading((0..64).map(|_| frame(4092)).collect());
         let mut kept = Vec::new();
         for _ in 0..64 {
             let msg = inbound.recv().await.unwrap().unwrap();
-            assert_eq!(
-                msg.as_ptr() as usize % PAGE,
-                super::super::readpool::READ_PHASE + 4
-            );
+            let phase = super::super::readpool::READ_PHASE + 4;
+            assert_eq!(msg.as_ptr() as usize % PAGE, phase);
             kept.push(msg);
         }
     }
@@ -588,13 +578,7 @@ mod tests {
         let mut one_read = frame(100);
         one_read.extend(frame(200));
         one_read.extend(&frame(300)[..50]);
-        let mut inbound = Inbound::new(
-            Arrivals(vec![one_read].into()),
-            LengthDelimited::new(),
-            CHUNK,
-            CHUNK,
-            1 << 20,
-        );
+        let mut inbound = reading(vec![one_read]);
         assert_eq!(inbound.bytes_decoded(), 0);
         inbound.recv().await.unwrap().unwrap();
         assert_eq!(inbound.bytes_received(), 104 + 204 + 50);

@@ -64,15 +64,21 @@ pub(super) const READ_PHASE: usize = 2048;
 /// A page: the room a buffer gives up to start at [`READ_PHASE`].
 pub(super) const PAGE: usize = 4096;
 
-/// Moves the start of `buf`, empty, to [`READ_PHASE`] within its page,
-/// giving up less than a page of its room.
+/// Moves the start of `buf`, empty, to [`READ_PHASE`] within its page and
+/// leaves it a page less room than it had: the same room wherever the
+/// allocator put it, so that what a connection reads, and when it moves
+/// to another buffer, does not depend on addresses.
 pub(super) fn to_read_phase(buf: &mut BytesMut) {
     debug_assert!(buf.is_empty());
+    let Some(keep) = buf.capacity().checked_sub(PAGE) else {
+        return;
+    };
     let pad = (READ_PHASE + PAGE - buf.as_ptr() as usize % PAGE) % PAGE;
-    if pad <= buf.capacity() {
-        buf.put_bytes(0, pad);
-        buf.advance(pad);
-    }
+    buf.put_bytes(0, pad);
+    buf.advance(pad);
+    // The rest of the page given up, split off and dropped: the buffer
+    // keeps its allocation, whole again once reclaimed.
+    drop(buf.split_off(keep));
 }
 
 struct Pool(Mutex<VecDeque<BytesMut>>);
@@ -154,9 +160,16 @@ mod tests {
             to_read_phase(&mut buf);
             assert_eq!(buf.as_ptr() as usize % PAGE, READ_PHASE);
             assert!(buf.is_empty());
-            assert!(buf.capacity() > cap, "{} of {cap}", buf.capacity());
+            assert_eq!(buf.capacity(), cap);
             buf.extend_from_slice(&[7; 100]);
             assert_eq!(buf[..], [7; 100]);
+            // Reclaimed, it has its whole allocation again, and moves to
+            // the same room.
+            buf.clear();
+            assert!(buf.try_reclaim(cap + PAGE));
+            to_read_phase(&mut buf);
+            assert_eq!(buf.as_ptr() as usize % PAGE, READ_PHASE);
+            assert_eq!(buf.capacity(), cap);
         }
     }
 }
