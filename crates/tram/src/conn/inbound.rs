@@ -12,7 +12,7 @@ use tokio::io::AsyncRead;
 
 use super::codec::{DecodeRef, Decoder};
 use super::error::{Error, ErrorKind};
-use super::readpool::{PAGE, to_read_phase};
+use super::readpool::{self, PAGE, to_read_phase};
 
 /// A message's start up to this size is copied to a new buffer rather
 /// than completed where it is with a read of its own.
@@ -68,11 +68,7 @@ where
         Inbound {
             io,
             decoder,
-            buf: {
-                let mut buf = BytesMut::with_capacity(read_chunk + PAGE);
-                to_read_phase(&mut buf);
-                buf
-            },
+            buf: readpool::with_room(read_chunk),
             read_chunk,
             max_read_chunk: max_read_chunk.max(read_chunk),
             max_buffered,
@@ -354,13 +350,15 @@ where
             self.buf.reserve(room);
             return;
         }
-        let mut next = match super::readpool::take(self.buf.len() + room + PAGE) {
-            Some(pooled) => pooled,
-            None => BytesMut::with_capacity((self.buf.len() + room).max(self.read_chunk) + PAGE),
+        let mut next = match readpool::take(self.buf.len() + room + PAGE) {
+            Some(mut pooled) => {
+                to_read_phase(&mut pooled);
+                pooled
+            }
+            None => readpool::with_room((self.buf.len() + room).max(self.read_chunk)),
         };
-        to_read_phase(&mut next);
         next.extend_from_slice(&self.buf);
-        super::readpool::give(std::mem::replace(&mut self.buf, next));
+        readpool::give(std::mem::replace(&mut self.buf, next));
     }
 
     /// Bytes read and not yet decoded.
@@ -522,7 +520,7 @@ mod tests {
         let mut kept = Vec::new();
         for _ in 0..64 {
             let msg = inbound.recv().await.unwrap().unwrap();
-            let phase = super::super::readpool::READ_PHASE + 4;
+            let phase = readpool::READ_PHASE + 4;
             assert_eq!(msg.as_ptr() as usize % PAGE, phase);
             kept.push(msg);
         }

@@ -81,6 +81,13 @@ pub(super) fn to_read_phase(buf: &mut BytesMut) {
     drop(buf.split_off(keep));
 }
 
+/// A new buffer with room for `room` bytes, starting at [`READ_PHASE`].
+pub(super) fn with_room(room: usize) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(room + PAGE);
+    to_read_phase(&mut buf);
+    buf
+}
+
 struct Pool(Mutex<VecDeque<BytesMut>>);
 
 impl Pool {
