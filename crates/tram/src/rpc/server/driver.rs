@@ -117,9 +117,9 @@ pub(crate) async fn serve(
         ),
     };
     let mut timer = Alarm::new(Instant::now());
-    // Only a connection with a maximum age has a deadline of its own: one
+    // Made at the first deadline of a connection's maximum age: one
     // without never registers this timer.
-    let mut life_timer = d.life.deadline().map(Alarm::new);
+    let mut life_timer: Option<Alarm> = None;
     // A persistent future, so that its wake-up registration survives polls.
     let mut stopped = pin!(async move {
         while !*stop.borrow_and_update() {
