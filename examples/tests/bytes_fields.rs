@@ -11,19 +11,19 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 /// `proto/fields.proto` from tram-build.
-#[allow(missing_docs, unreachable_pub)]
+#[allow(missing_docs, unreachable_pub, dead_code)]
 mod tram_pb {
     include!(concat!(env!("OUT_DIR"), "/fields/fields.rs"));
 }
 
 /// The same from tram-build with `plain_prost(true)`.
-#[allow(missing_docs, unreachable_pub)]
+#[allow(missing_docs, unreachable_pub, dead_code)]
 mod plain_pb {
     include!(concat!(env!("OUT_DIR"), "/plain/fields.rs"));
 }
 
 /// The same from plain prost-build.
-#[allow(missing_docs, unreachable_pub)]
+#[allow(missing_docs, unreachable_pub, dead_code)]
 mod prost_pb {
     include!(concat!(env!("OUT_DIR"), "/prost/fields.rs"));
 }

@@ -42,6 +42,7 @@
 //!
 //! and in the crate: `tram::include_proto!("kv");`.
 
+mod flat;
 mod service;
 
 use std::io;
@@ -160,6 +161,8 @@ impl Builder {
             // touching their shared count.
             config.prost_path("::tram::codegen::prost");
         }
+        let packages: std::collections::BTreeSet<String> =
+            fds.file.iter().map(|f| f.package().to_owned()).collect();
         config
             .out_dir(&out_dir)
             .bytes(["."])
@@ -168,6 +171,20 @@ impl Builder {
                 server: self.server,
                 sync_unary: self.sync_unary,
             }));
-        config.compile_fds(fds)
+        config.compile_fds(fds)?;
+        if !self.plain_prost {
+            for package in packages {
+                // prost-build's file for a package, as it names them.
+                let name = if package.is_empty() { "_" } else { &package };
+                let path = out_dir.join(format!("{name}.rs"));
+                let source = std::fs::read_to_string(&path)?;
+                if let Some(rewritten) = flat::rewrite(&source)
+                    .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?
+                {
+                    std::fs::write(&path, rewritten)?;
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -5,6 +5,8 @@ pub use std::sync::Arc;
 
 pub use futures_core::Stream;
 
+pub mod flat;
+
 pub use crate::rpc::{
     Channel, ClientStreamSink, IntoRequest, IntoStreamingRequest, Request, RequestSink, Response,
     ServerBuilder, Service, Status, Streaming,
