@@ -116,6 +116,12 @@ fn same(ours: &tram_pb::Flat, theirs: &prost_pb::Flat) -> bool {
         && ours.r#type == theirs.r#type
 }
 
+/// Every field set, to merge into.
+const FULL: (
+    (u64, u32, i64, i32, i64, i32, bool),
+    (u64, u32, i64, i32, f64, f32),
+) = ((1, 2, -3, -4, -5, -6, true), (7, 8, -9, -10, 1.5, -2.5));
+
 /// Decodes `wire` with both crates' messages, from a contiguous `Bytes`
 /// and from a buffer in two pieces, and checks they agree.
 fn decode_alike(wire: &[u8]) -> Result<(), TestCaseError> {
@@ -126,6 +132,18 @@ fn decode_alike(wire: &[u8]) -> Result<(), TestCaseError> {
         (Err(_), Err(_)) => {}
         _ => prop_assert!(false, "{ours:?} against {theirs:?} for {wire:?}"),
     }
+    // Merged into a message that has every field set, as prost merges.
+    let mut ours_full = tram_flat(FULL.0, FULL.1, "x", b"y", b"z", "w");
+    let mut theirs_full = prost_flat(FULL.0, FULL.1, "x", b"y", b"z", "w");
+    let merged = (
+        ours_full.merge(Bytes::copy_from_slice(wire)),
+        theirs_full.merge(wire),
+    );
+    prop_assert_eq!(merged.0.is_ok(), merged.1.is_ok());
+    prop_assert!(
+        same(&ours_full, &theirs_full),
+        "{ours_full:?} against {theirs_full:?}"
+    );
     let half = wire.len() / 2;
     let split = Buf2(&wire[..half], &wire[half..]);
     let pieces = tram_pb::Flat::decode(split);

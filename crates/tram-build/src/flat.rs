@@ -3,8 +3,9 @@
 //! bytes.
 //!
 //! prost's derive decodes a field at a time through `impl Buf`; for such a
-//! message this writes the `prost::Message` impl itself, with a `decode`
-//! that reads the whole message from one contiguous chunk, every key
+//! message this writes the `prost::Message` impl itself, with a `merge`
+//! (which prost's `decode` and tram's streams call) that reads the whole
+//! message from one contiguous chunk, every key
 //! matched as a constant (`tram::codegen::flat`, which says what it hands
 //! back to prost). Any other message (an `optional`, `repeated`, map,
 //! oneof, enum or message field, proto2 defaults) keeps prost's derive
@@ -398,7 +399,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         };
         quote! {
             Some(#key) => match #value {
-                Some(value) => msg.#id = value,
+                Some(value) => self.#id = value,
                 None => break false,
             },
         }
@@ -407,7 +408,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         let id = &f.ident;
         quote! {
             if spans[#i].1 != 0 {
-                msg.#id = whole.slice(spans[#i].0..spans[#i].0 + spans[#i].1);
+                self.#id = whole.slice(spans[#i].0..spans[#i].0 + spans[#i].1);
             }
         }
     });
@@ -468,9 +469,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 *self = ::core::default::Default::default();
             }
 
-            fn decode(#buf: impl #p::bytes::Buf) -> ::core::result::Result<Self, #p::DecodeError> {
-                #[allow(unused_mut)]
-                let mut msg = <Self as ::core::default::Default>::default();
+            fn merge(&mut self, #buf: impl #p::bytes::Buf) -> ::core::result::Result<(), #p::DecodeError> {
                 #spans
                 let chunk = buf.chunk();
                 let read = chunk.len() == buf.remaining() && {
@@ -486,13 +485,12 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                     }
                 };
                 if !read {
-                    // Anything unexpected: prost's decoding, from the start.
-                    let mut msg = <Self as ::core::default::Default>::default();
-                    #p::Message::merge(&mut msg, buf)?;
-                    return ::core::result::Result::Ok(msg);
+                    // Anything unexpected: prost's merge, from the start
+                    // (what it sets again is what was set above).
+                    return #flat::merge_with_prost(self, buf);
                 }
                 #take_sliced
-                ::core::result::Result::Ok(msg)
+                ::core::result::Result::Ok(())
             }
         }
 

@@ -7,17 +7,21 @@
 //! call per varint and its checks on every key; for a two-field message
 //! that is about 290 instructions, a sixth of a unary call's user-space
 //! work (docs/performance.md, "Where the time goes"). The generated
-//! `decode` for a flat message reads it instead from the buffer's one
+//! `merge` for a flat message (which prost's `decode` calls, and tram's
+//! streams) reads it instead from the buffer's one
 //! contiguous chunk with a [`Reader`], every field's key matched as a
 //! constant, and takes its `bytes` fields as slices of the buffer at the
 //! end. Anything it does not expect (an unknown or repeated-kind key, a
 //! wrong wire type, a truncated or overlong varint, a string that is not
 //! UTF-8, a buffer in pieces) sends the whole message back to prost's own
-//! decoding from the start, so the result, or the error, is always
-//! prost's. Encoding writes each field's key and value with one copy
+//! decoding from the start ([`merge_with_prost`]), so the result, or the
+//! error, is always prost's: a field read before is read again, to the
+//! same value. Encoding writes each field's key and value with one copy
 //! rather than a byte at a time; the bytes are prost's, in prost's order.
 
-use ::prost::bytes::BufMut;
+use ::prost::bytes::{Buf, BufMut};
+use ::prost::encoding::{DecodeContext, decode_key};
+use ::prost::{DecodeError, Message};
 
 use super::prost::encoding::bytes::BytesField;
 
@@ -117,6 +121,18 @@ impl<'a> Reader<'a> {
     pub fn string(&mut self) -> Option<String> {
         std::str::from_utf8(self.slice()?).ok().map(str::to_owned)
     }
+}
+
+/// Merges `buf` into `msg` as prost's own `Message::merge` does, a field
+/// at a time: where a flat message's `merge` hands over what it does not
+/// expect.
+pub fn merge_with_prost(msg: &mut impl Message, mut buf: impl Buf) -> Result<(), DecodeError> {
+    let ctx = DecodeContext::default();
+    while buf.has_remaining() {
+        let (tag, wire_type) = decode_key(&mut buf)?;
+        msg.merge_field(tag, wire_type, &mut buf, ctx.clone())?;
+    }
+    Ok(())
 }
 
 /// The bytes of a varint.
