@@ -26,8 +26,8 @@ macro_rules! flat_builder {
     ($name:ident, $module:ident) => {
         #[allow(clippy::too_many_arguments)]
         fn $name(
-            ints: (u64, u32, i64, i32, i64, i32, bool),
-            fixed: (u64, u32, i64, i32, f64, f32),
+            ints: Ints,
+            fixed: Fixed,
             text: &str,
             blob: &[u8],
             tail: &[u8],
@@ -89,7 +89,7 @@ prop_compose! {
         blob in proptest::collection::vec(any::<u8>(), 0..40),
         tail in proptest::collection::vec(any::<u8>(), 0..3),
         kind in "[a-z]{0,4}",
-    ) -> ((u64, u32, i64, i32, i64, i32, bool), (u64, u32, i64, i32, f64, f32), String, Vec<u8>, Vec<u8>, String) {
+    ) -> (Ints, Fixed, String, Vec<u8>, Vec<u8>, String) {
         (ints, fixed, text, blob, tail, kind)
     }
 }
@@ -116,11 +116,13 @@ fn same(ours: &tram_pb::Flat, theirs: &prost_pb::Flat) -> bool {
         && ours.r#type == theirs.r#type
 }
 
+/// The varint fields of a `Flat`, in their order.
+type Ints = (u64, u32, i64, i32, i64, i32, bool);
+/// The fixed-width fields of a `Flat`, in their order.
+type Fixed = (u64, u32, i64, i32, f64, f32);
+
 /// Every field set, to merge into.
-const FULL: (
-    (u64, u32, i64, i32, i64, i32, bool),
-    (u64, u32, i64, i32, f64, f32),
-) = ((1, 2, -3, -4, -5, -6, true), (7, 8, -9, -10, 1.5, -2.5));
+const FULL: (Ints, Fixed) = ((1, 2, -3, -4, -5, -6, true), (7, 8, -9, -10, 1.5, -2.5));
 
 /// Decodes `wire` with both crates' messages, from a contiguous `Bytes`
 /// and from a buffer in two pieces, and checks they agree.

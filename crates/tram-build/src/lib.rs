@@ -7,7 +7,12 @@
 //! buffer, without copying, and encoded by copying their bytes rather than
 //! cloning the `Bytes` first as prost does: the messages name
 //! `tram::codegen::prost`, or prost itself with [`Builder::plain_prost`]),
-//! and each service gets:
+//! and a flat message (every field a singular proto3 scalar, string or
+//! `bytes`: most requests and responses) gets a codec written here rather
+//! than prost's derive, which reads the message from one contiguous buffer
+//! with its keys matched as constants and hands anything it does not
+//! expect to prost (`tram::codegen::flat`); the structs are prost-build's
+//! either way. Each service gets:
 //!
 //! - `<service>_server::<Service>`: a trait with one async method per RPC,
 //!   shaped like tonic's (`Request<T>` in, `Result<Response<T>, Status>`
@@ -31,6 +36,7 @@
 //! - [`compile_protos`] and [`Builder`]: the `build.rs` entry points.
 //! - `service`: the `prost_build::ServiceGenerator` that writes the tram
 //!   code for each service.
+//! - `flat`: prost-build's output rewritten for flat messages.
 //!
 //! # Example
 //!
@@ -122,9 +128,10 @@ impl Builder {
     /// Messages for plain prost (`::prost` paths), as `prost-build`
     /// writes them: for a crate of messages that does not depend on tram.
     /// Their `bytes` fields then encode as prost's do, cloning the field's
-    /// `Bytes` and dropping the clone (two locked operations a field);
-    /// by default (false) the messages name `tram::codegen::prost`, which
-    /// copies the field's bytes from a borrow instead.
+    /// `Bytes` and dropping the clone (two locked operations a field), and
+    /// flat messages keep prost's derive too; by default (false) the
+    /// messages name `tram::codegen::prost`, which copies the field's bytes
+    /// from a borrow instead, and flat messages get tram-build's codec.
     pub fn plain_prost(mut self, on: bool) -> Self {
         self.plain_prost = on;
         self
