@@ -179,6 +179,29 @@ proptest! {
     }
 
     #[test]
+    fn a_message_of_one_bytes_field_reads_as_prosts(
+        id in or_zero(any::<u64>()),
+        value in proptest::collection::vec(any::<u8>(), 0..20),
+        noise in proptest::collection::vec(any::<u8>(), 0..8),
+        before in any::<bool>(),
+    ) {
+        let theirs = prost_pb::Keyed { id, value: Bytes::from(value.clone()) };
+        let ours = tram_pb::Keyed { id, value: Bytes::from(value) };
+        let mut wire = theirs.encode_to_vec();
+        prop_assert_eq!(&wire, &ours.encode_to_vec());
+        if before {
+            wire.splice(0..0, noise.iter().copied());
+        } else {
+            wire.extend_from_slice(&noise);
+        }
+        let mut o = tram_pb::Keyed { id: 7, value: Bytes::from_static(b"old") };
+        let mut t = prost_pb::Keyed { id: 7, value: Bytes::from_static(b"old") };
+        let merged = (o.merge(Bytes::from(wire.clone())), t.merge(wire.as_slice()));
+        prop_assert_eq!(merged.0.is_ok(), merged.1.is_ok());
+        prop_assert_eq!((o.id, &o.value[..]), (t.id, &t.value[..]));
+    }
+
+    #[test]
     fn reads_damaged_messages_as_prost_does(
         v in flat_values(),
         at in any::<prop::sample::Index>(),
@@ -231,6 +254,18 @@ fn a_field_seen_twice_keeps_its_last_value_and_bytes_are_sliced() {
     let start = buf.as_ptr() as usize;
     let at = msg.blob.as_ptr() as usize;
     assert!(at >= start && at < start + buf.len());
+}
+
+#[test]
+fn an_empty_field_on_the_wire_empties_a_filled_one_as_prost_does() {
+    static WIRE: [u8; 4] = [0x7a, 0x00, 0x72, 0x00];
+    let wire = &WIRE;
+    let mut ours = tram_flat(FULL.0, FULL.1, "x", b"y", b"z", "w");
+    let mut theirs = prost_flat(FULL.0, FULL.1, "x", b"y", b"z", "w");
+    ours.merge(Bytes::from_static(wire)).unwrap();
+    theirs.merge(&wire[..]).unwrap();
+    assert!(ours.blob.is_empty() && ours.text.is_empty());
+    assert!(same(&ours, &theirs));
 }
 
 /// A `Buf` in two pieces, whose first chunk is not the whole message.

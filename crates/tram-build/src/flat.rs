@@ -355,7 +355,8 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     });
 
     // `bytes::Bytes` fields are sliced out of the buffer after the read,
-    // when its borrow is over: their spans are kept until then.
+    // when its borrow is over: their spans are kept until then (the last
+    // of each field's, as prost keeps the last value).
     let sliced: Vec<&Field> = fields
         .iter()
         .filter(|f| f.kind == Kind::Bytes && !f.vec)
@@ -374,7 +375,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                     .unwrap_or_default();
                 return quote! {
                     Some(#key) => match r.span() {
-                        Some(span) => spans[#i] = span,
+                        Some(span) => spans[#i] = Some(span),
                         None => break false,
                     },
                 };
@@ -404,11 +405,12 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
             },
         }
     });
-    let take = sliced.iter().enumerate().map(|(i, f)| {
+    let taken: Vec<syn::Ident> = (0..n_sliced).map(|i| format_ident!("taken_{i}")).collect();
+    let take = sliced.iter().zip(&taken).map(|(f, t)| {
         let id = &f.ident;
         quote! {
-            if spans[#i].1 != 0 {
-                self.#id = whole.slice(spans[#i].0..spans[#i].0 + spans[#i].1);
+            if let Some(value) = #t {
+                self.#id = value;
             }
         }
     });
@@ -420,16 +422,24 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     let spans = if n_sliced == 0 {
         quote!()
     } else {
-        quote!(let mut spans = [(0usize, 0usize); #n_sliced];)
+        quote!(let mut spans = [None; #n_sliced];)
     };
     let take_sliced = if n_sliced == 0 {
         quote!()
+    } else if n_sliced == 1 {
+        // One field: the rest of the buffer from its start, usually the
+        // whole rest, whose count a `Bytes` then leaves alone.
+        let id = &sliced[0].ident;
+        quote! {
+            if let [Some((start, len))] = spans {
+                buf.advance(start);
+                self.#id = buf.copy_to_bytes(len);
+            }
+        }
     } else {
         quote! {
-            if spans.iter().any(|s| s.1 != 0) {
-                let whole = buf.copy_to_bytes(buf.remaining());
-                #(#take)*
-            }
+            let [#(#taken),*] = #flat::take_spans(&mut buf, spans);
+            #(#take)*
         }
     };
 

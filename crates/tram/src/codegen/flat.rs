@@ -19,7 +19,7 @@
 //! same value. Encoding writes each field's key and value with one copy
 //! rather than a byte at a time; the bytes are prost's, in prost's order.
 
-use ::prost::bytes::{Buf, BufMut};
+use ::prost::bytes::{Buf, BufMut, Bytes};
 use ::prost::encoding::{DecodeContext, decode_key};
 use ::prost::{DecodeError, Message};
 
@@ -133,6 +133,31 @@ pub fn merge_with_prost(msg: &mut impl Message, mut buf: impl Buf) -> Result<(),
         msg.merge_field(tag, wire_type, &mut buf, ctx.clone())?;
     }
     Ok(())
+}
+
+/// Takes the `bytes` fields a [`Reader`] found out of `buf` (at its start;
+/// each span an offset from there and a length, `None` for a field the
+/// message did not hold), in field order. Each is a slice of `buf` (of the
+/// buffer a `Bytes` shares), taken in the order of their offsets, so that
+/// the last, which usually ends the message, takes the rest of `buf`
+/// without touching its count.
+pub fn take_spans<const N: usize>(
+    buf: &mut impl Buf,
+    spans: [Option<(usize, usize)>; N],
+) -> [Option<Bytes>; N] {
+    let mut order: [usize; N] = std::array::from_fn(|i| i);
+    order.sort_unstable_by_key(|&i| spans[i].map_or(usize::MAX, |(start, _)| start));
+    let mut taken: [Option<Bytes>; N] = std::array::from_fn(|_| None);
+    let mut at = 0;
+    for i in order {
+        // Sorted by offset, absent fields last; the spans of different
+        // fields never overlap.
+        let Some((start, len)) = spans[i] else { break };
+        buf.advance(start - at);
+        taken[i] = Some(buf.copy_to_bytes(len));
+        at = start + len;
+    }
+    taken
 }
 
 /// The bytes of a varint.
@@ -258,6 +283,19 @@ mod tests {
         assert_eq!(Reader::new(&ten).varint(), Some(u64::MAX));
         ten[9] = 0x02;
         assert_eq!(Reader::new(&ten).varint(), None);
+    }
+
+    #[test]
+    fn spans_are_taken_in_field_order_and_the_last_without_a_count() {
+        let buf = Bytes::from_static(b"aabbbc");
+        let mut rest = buf.clone();
+        let [first, second, none, third] =
+            take_spans(&mut rest, [Some((2, 3)), Some((0, 2)), None, Some((5, 1))]);
+        assert_eq!(first.as_deref(), Some(&b"bbb"[..]));
+        assert_eq!(second.as_deref(), Some(&b"aa"[..]));
+        assert_eq!(none, None);
+        assert_eq!(third.as_deref(), Some(&b"c"[..]));
+        assert!(rest.is_empty());
     }
 
     #[test]
