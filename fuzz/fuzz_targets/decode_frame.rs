@@ -50,7 +50,10 @@ fuzz_target!(|data: &[u8]| {
                 let mut again = BytesMut::new();
                 frame.encode(&mut again);
                 assert_eq!(again.len(), frame.encoded_len());
-                assert_eq!(decode_exact(&again, MAX).expect("re-encoded frame decodes"), frame);
+                assert_eq!(
+                    decode_exact(&again, MAX).expect("re-encoded frame decodes"),
+                    frame
+                );
             }
             Ok(None) => {
                 assert_eq!(buf.len(), before);

@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use bytes::{Bytes, BytesMut};
+use common::{Num, metadata};
 use libfuzzer_sys::fuzz_target;
 use tokio::io::DuplexStream;
-use tram::{Channel, Request, Status};
-use common::{Num, metadata};
 use tram::wire::{self, Frame, Settings};
+use tram::{Channel, Request, Status};
 
 const METHODS: [&str; 5] = [
     "/f.S/Unary",
@@ -32,14 +32,36 @@ const METHODS: [&str; 5] = [
 /// A server frame with its fields drawn from small ranges.
 #[derive(Arbitrary, Debug)]
 enum Step {
-    Settings { max_calls: u8, credit: u8 },
-    Message { call: u8, end: bool, md: bool, n: u64, garbage: bool },
-    End { call: u8, code: u8, trailers: bool },
-    Credit { call: u8, n: u32 },
-    Ping { ack: bool },
-    GoAway { last: u8 },
+    Settings {
+        max_calls: u8,
+        credit: u8,
+    },
+    Message {
+        call: u8,
+        end: bool,
+        md: bool,
+        n: u64,
+        garbage: bool,
+    },
+    End {
+        call: u8,
+        code: u8,
+        trailers: bool,
+    },
+    Credit {
+        call: u8,
+        n: u32,
+    },
+    Ping {
+        ack: bool,
+    },
+    GoAway {
+        last: u8,
+    },
     /// Frames only a client sends: a protocol error from a server.
-    Call { call: u8 },
+    Call {
+        call: u8,
+    },
     Raw(Vec<u8>),
 }
 
@@ -58,7 +80,13 @@ fn encode(input: &Input) -> BytesMut {
                 initial_credit: u32::from(*credit).max(1),
                 ..Settings::DEFAULT
             }),
-            Step::Message { call, end, md, n, garbage } => Frame::Message(wire::Message {
+            Step::Message {
+                call,
+                end,
+                md,
+                n,
+                garbage,
+            } => Frame::Message(wire::Message {
                 call: u32::from(call % 8),
                 end_stream: *end,
                 metadata: md.then(metadata),
@@ -69,7 +97,11 @@ fn encode(input: &Input) -> BytesMut {
                     Bytes::from(prost::Message::encode_to_vec(&Num { n: *n }))
                 },
             }),
-            Step::End { call, code, trailers } => {
+            Step::End {
+                call,
+                code,
+                trailers,
+            } => {
                 let mut end = wire::End::new(
                     u32::from(call % 8),
                     wire::Code::from_u64(u64::from(code % 17)).unwrap_or(wire::Code::Unknown),
@@ -81,7 +113,10 @@ fn encode(input: &Input) -> BytesMut {
                 call: u32::from(call % 8),
                 n: *n,
             }),
-            Step::Ping { ack } => Frame::Ping(wire::Ping { ack: *ack, payload: [7; 8] }),
+            Step::Ping { ack } => Frame::Ping(wire::Ping {
+                ack: *ack,
+                payload: [7; 8],
+            }),
             Step::GoAway { last } => Frame::GoAway(wire::GoAway {
                 last_call_seq: u64::from(*last % 8),
                 reason: wire::Reason::NO_ERROR,

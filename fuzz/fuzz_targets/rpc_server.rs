@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use bytes::{Bytes, BytesMut};
+use common::{Count, Num};
 use libfuzzer_sys::fuzz_target;
 use tram::rpc::{Request, Response, Server, Streaming};
-use common::{Count, Num};
 use tram::wire::{self, Frame, Settings};
 
 const METHODS: [&str; 5] = [
@@ -29,7 +29,9 @@ const METHODS: [&str; 5] = [
 static SERVER: LazyLock<Server> = LazyLock::new(|| {
     Server::builder()
         .max_concurrent_calls(8)
-        .unary(METHODS[0], |r: Request<Num>| async move { Ok(Response::new(r.into_inner())) })
+        .unary(METHODS[0], |r: Request<Num>| async move {
+            Ok(Response::new(r.into_inner()))
+        })
         .unary(METHODS[1], |r: Request<Num>| async move {
             tokio::time::sleep(Duration::from_millis(r.get_ref().n % 10_000)).await;
             Ok(Response::new(r.into_inner()))
@@ -61,13 +63,37 @@ static SERVER: LazyLock<Server> = LazyLock::new(|| {
 #[derive(Arbitrary, Debug)]
 enum Step {
     Settings,
-    Bind { method: u8, route: u8 },
-    Call { call: u8, method: u8, end: bool, timeout_ms: Option<u16>, n: Option<u64>, metadata: bool },
-    Message { call: u8, end: bool, md: bool, n: u64 },
-    End { call: u8 },
-    Cancel { call: u8 },
-    Credit { call: u8, n: u32 },
-    Ping { ack: bool },
+    Bind {
+        method: u8,
+        route: u8,
+    },
+    Call {
+        call: u8,
+        method: u8,
+        end: bool,
+        timeout_ms: Option<u16>,
+        n: Option<u64>,
+        metadata: bool,
+    },
+    Message {
+        call: u8,
+        end: bool,
+        md: bool,
+        n: u64,
+    },
+    End {
+        call: u8,
+    },
+    Cancel {
+        call: u8,
+    },
+    Credit {
+        call: u8,
+        n: u32,
+    },
+    Ping {
+        ack: bool,
+    },
     GoAway,
     Raw(Vec<u8>),
 }
@@ -91,7 +117,14 @@ fn encode(input: &Input) -> BytesMut {
                 method: u32::from(method % 8),
                 name: METHODS[usize::from(*route) % METHODS.len()].to_owned(),
             }),
-            Step::Call { call, method, end, timeout_ms, n, metadata } => Frame::Call(wire::Call {
+            Step::Call {
+                call,
+                method,
+                end,
+                timeout_ms,
+                n,
+                metadata,
+            } => Frame::Call(wire::Call {
                 call: u32::from(call % 16),
                 method: u32::from(method % 8),
                 end_stream: *end,
@@ -116,7 +149,10 @@ fn encode(input: &Input) -> BytesMut {
                 call: u32::from(call % 16),
                 n: *n,
             }),
-            Step::Ping { ack } => Frame::Ping(wire::Ping { ack: *ack, payload: [7; 8] }),
+            Step::Ping { ack } => Frame::Ping(wire::Ping {
+                ack: *ack,
+                payload: [7; 8],
+            }),
             Step::GoAway => Frame::GoAway(wire::GoAway {
                 last_call_seq: 0,
                 reason: wire::Reason::NO_ERROR,

@@ -1,0 +1,141 @@
+//! Decodes arbitrary bytes with the codec tram-build writes for a flat
+//! message and with prost-build's derive, and checks they agree: the same
+//! message or both an error, decoding from a contiguous `Bytes`, from a
+//! buffer in two pieces (the first byte picks the split) and merging into
+//! a message whose fields are all set; what decodes re-encodes to bytes
+//! both sides decode alike.
+#![no_main]
+
+use bytes::{Buf, Bytes};
+use libfuzzer_sys::fuzz_target;
+use prost::Message;
+
+#[allow(dead_code, missing_docs, unreachable_pub, clippy::all)]
+mod tram_pb {
+    include!(concat!(env!("OUT_DIR"), "/tram/fields.rs"));
+}
+
+#[allow(dead_code, missing_docs, unreachable_pub, clippy::all)]
+mod prost_pb {
+    include!(concat!(env!("OUT_DIR"), "/prost/fields.rs"));
+}
+
+/// The two messages hold the same values (NaN equal to itself).
+fn same(o: &tram_pb::Flat, t: &prost_pb::Flat) -> bool {
+    let float = |a: f64, b: f64| a.to_bits() == b.to_bits() || a == b;
+    o.u64 == t.u64
+        && o.u32 == t.u32
+        && o.i64 == t.i64
+        && o.i32 == t.i32
+        && o.s64 == t.s64
+        && o.s32 == t.s32
+        && o.flag == t.flag
+        && o.f64 == t.f64
+        && o.f32 == t.f32
+        && o.sf64 == t.sf64
+        && o.sf32 == t.sf32
+        && float(o.real, t.real)
+        && float(f64::from(o.small), f64::from(t.small))
+        && o.text == t.text
+        && o.blob == t.blob
+        && o.tail == t.tail
+        && o.r#type == t.r#type
+}
+
+fn filled_tram() -> tram_pb::Flat {
+    tram_pb::Flat {
+        u64: 1,
+        u32: 2,
+        i64: -3,
+        i32: -4,
+        s64: -5,
+        s32: -6,
+        flag: true,
+        f64: 7,
+        f32: 8,
+        sf64: -9,
+        sf32: -10,
+        real: 1.5,
+        small: -2.5,
+        text: "x".into(),
+        blob: Bytes::from_static(b"y"),
+        tail: Bytes::from_static(b"z"),
+        r#type: "w".into(),
+    }
+}
+
+fn filled_prost() -> prost_pb::Flat {
+    prost_pb::Flat {
+        u64: 1,
+        u32: 2,
+        i64: -3,
+        i32: -4,
+        s64: -5,
+        s32: -6,
+        flag: true,
+        f64: 7,
+        f32: 8,
+        sf64: -9,
+        sf32: -10,
+        real: 1.5,
+        small: -2.5,
+        text: "x".into(),
+        blob: Bytes::from_static(b"y"),
+        tail: Bytes::from_static(b"z"),
+        r#type: "w".into(),
+    }
+}
+
+/// A `Buf` in two pieces.
+struct Pieces<'a>(&'a [u8], &'a [u8]);
+
+impl Buf for Pieces<'_> {
+    fn remaining(&self) -> usize {
+        self.0.len() + self.1.len()
+    }
+    fn chunk(&self) -> &[u8] {
+        if self.0.is_empty() { self.1 } else { self.0 }
+    }
+    fn advance(&mut self, cnt: usize) {
+        let first = cnt.min(self.0.len());
+        self.0 = &self.0[first..];
+        self.1 = &self.1[cnt - first..];
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&split, wire)) = data.split_first() else {
+        return;
+    };
+    let theirs = prost_pb::Flat::decode(wire);
+    let ours = tram_pb::Flat::decode(Bytes::copy_from_slice(wire));
+    match (&ours, &theirs) {
+        (Ok(o), Ok(t)) => assert!(same(o, t), "{o:?} against {t:?}"),
+        (Err(_), Err(_)) => {}
+        _ => panic!("{ours:?} against {theirs:?}"),
+    }
+    let at = usize::from(split).min(wire.len());
+    let pieces = tram_pb::Flat::decode(Pieces(&wire[..at], &wire[at..]));
+    assert_eq!(pieces.is_ok(), theirs.is_ok());
+    if let (Ok(p), Ok(t)) = (&pieces, &theirs) {
+        assert!(same(p, t));
+    }
+    let (mut o, mut t) = (filled_tram(), filled_prost());
+    let merged = (o.merge(Bytes::copy_from_slice(wire)), t.merge(wire));
+    assert_eq!(merged.0.is_ok(), merged.1.is_ok());
+    assert!(same(&o, &t), "{o:?} against {t:?}");
+    if let (Ok(o), Ok(t)) = (ours, theirs) {
+        let again = o.encode_to_vec();
+        assert_eq!(again, t.encode_to_vec());
+        assert_eq!(again.len(), o.encoded_len());
+    }
+    let keyed = (
+        tram_pb::Keyed::decode(Bytes::copy_from_slice(wire)),
+        prost_pb::Keyed::decode(wire),
+    );
+    match keyed {
+        (Ok(o), Ok(t)) => assert_eq!((o.id, o.value), (t.id, t.value)),
+        (Err(_), Err(_)) => {}
+        (o, t) => panic!("{o:?} against {t:?}"),
+    }
+});
