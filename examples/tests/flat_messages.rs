@@ -32,6 +32,7 @@ macro_rules! flat_builder {
             blob: &[u8],
             tail: &[u8],
             kind: &str,
+            shade: i32,
         ) -> $module::Flat {
             $module::Flat {
                 u64: ints.0,
@@ -51,6 +52,7 @@ macro_rules! flat_builder {
                 blob: Bytes::copy_from_slice(blob),
                 tail: Bytes::copy_from_slice(tail),
                 r#type: kind.to_owned(),
+                shade,
             }
         }
     };
@@ -114,6 +116,7 @@ fn same(ours: &tram_pb::Flat, theirs: &prost_pb::Flat) -> bool {
         && ours.blob == theirs.blob
         && ours.tail == theirs.tail
         && ours.r#type == theirs.r#type
+        && ours.shade == theirs.shade
 }
 
 /// The varint fields of a `Flat`, in their order.
@@ -135,8 +138,8 @@ fn decode_alike(wire: &[u8]) -> Result<(), TestCaseError> {
         _ => prop_assert!(false, "{ours:?} against {theirs:?} for {wire:?}"),
     }
     // Merged into a message that has every field set, as prost merges.
-    let mut ours_full = tram_flat(FULL.0, FULL.1, "x", b"y", b"z", "w");
-    let mut theirs_full = prost_flat(FULL.0, FULL.1, "x", b"y", b"z", "w");
+    let mut ours_full = tram_flat(FULL.0, FULL.1, "x", b"y", b"z", "w", 2);
+    let mut theirs_full = prost_flat(FULL.0, FULL.1, "x", b"y", b"z", "w", 2);
     let merged = (
         ours_full.merge(Bytes::copy_from_slice(wire)),
         theirs_full.merge(wire),
@@ -160,8 +163,8 @@ proptest! {
     #[test]
     fn writes_what_prost_writes(v in flat_values()) {
         let (ints, fixed, text, blob, tail, kind) = v;
-        let ours = tram_flat(ints, fixed, &text, &blob, &tail, &kind);
-        let theirs = prost_flat(ints, fixed, &text, &blob, &tail, &kind);
+        let ours = tram_flat(ints, fixed, &text, &blob, &tail, &kind, ints.3 % 4);
+        let theirs = prost_flat(ints, fixed, &text, &blob, &tail, &kind, ints.3 % 4);
         let wire = ours.encode_to_vec();
         prop_assert_eq!(&wire, &theirs.encode_to_vec());
         prop_assert_eq!(ours.encoded_len(), theirs.encoded_len());
@@ -209,7 +212,7 @@ proptest! {
         cut in any::<prop::sample::Index>(),
     ) {
         let (ints, fixed, text, blob, tail, kind) = v;
-        let mut wire = prost_flat(ints, fixed, &text, &blob, &tail, &kind).encode_to_vec();
+        let mut wire = prost_flat(ints, fixed, &text, &blob, &tail, &kind, ints.3 % 4).encode_to_vec();
         if !wire.is_empty() {
             let i = at.index(wire.len());
             wire[i] = byte;
@@ -243,6 +246,7 @@ fn a_field_seen_twice_keeps_its_last_value_and_bytes_are_sliced() {
         b"first",
         b"",
         "",
+        0,
     )
     .encode_to_vec();
     wire.extend_from_slice(&[0x08, 0x02, 0x7a, 0x03, b'e', b'n', b'd']);
@@ -260,12 +264,29 @@ fn a_field_seen_twice_keeps_its_last_value_and_bytes_are_sliced() {
 fn an_empty_field_on_the_wire_empties_a_filled_one_as_prost_does() {
     static WIRE: [u8; 4] = [0x7a, 0x00, 0x72, 0x00];
     let wire = &WIRE;
-    let mut ours = tram_flat(FULL.0, FULL.1, "x", b"y", b"z", "w");
-    let mut theirs = prost_flat(FULL.0, FULL.1, "x", b"y", b"z", "w");
+    let mut ours = tram_flat(FULL.0, FULL.1, "x", b"y", b"z", "w", 2);
+    let mut theirs = prost_flat(FULL.0, FULL.1, "x", b"y", b"z", "w", 2);
     ours.merge(Bytes::from_static(wire)).unwrap();
     theirs.merge(&wire[..]).unwrap();
     assert!(ours.blob.is_empty() && ours.text.is_empty());
     assert!(same(&ours, &theirs));
+}
+
+#[test]
+fn an_enum_field_has_prosts_accessors_and_debug() {
+    let mut ours = tram_pb::Flat::default();
+    let mut theirs = prost_pb::Flat::default();
+    ours.set_shade(tram_pb::Shade::Dark);
+    theirs.set_shade(prost_pb::Shade::Dark);
+    assert_eq!(ours.shade(), tram_pb::Shade::Dark);
+    assert_eq!(ours.encode_to_vec(), theirs.encode_to_vec());
+    assert!(format!("{ours:?}").contains("shade: Dark"), "{ours:?}");
+    ours.shade = 9;
+    theirs.shade = 9;
+    assert_eq!(ours.shade(), tram_pb::Shade::Unspecified);
+    assert_eq!(theirs.shade(), prost_pb::Shade::Unspecified);
+    assert!(format!("{ours:?}").contains("shade: 9"), "{ours:?}");
+    assert!(format!("{theirs:?}").contains("shade: 9"), "{theirs:?}");
 }
 
 /// A `Buf` in two pieces, whose first chunk is not the whole message.

@@ -40,6 +40,7 @@ fn same(o: &tram_pb::Flat, t: &prost_pb::Flat) -> bool {
         && o.blob == t.blob
         && o.tail == t.tail
         && o.r#type == t.r#type
+        && o.shade == t.shade
 }
 
 fn filled_tram() -> tram_pb::Flat {
@@ -61,6 +62,7 @@ fn filled_tram() -> tram_pb::Flat {
         blob: Bytes::from_static(b"y"),
         tail: Bytes::from_static(b"z"),
         r#type: "w".into(),
+        shade: 2,
     }
 }
 
@@ -83,6 +85,7 @@ fn filled_prost() -> prost_pb::Flat {
         blob: Bytes::from_static(b"y"),
         tail: Bytes::from_static(b"z"),
         r#type: "w".into(),
+        shade: 2,
     }
 }
 

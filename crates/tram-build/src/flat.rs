@@ -7,9 +7,9 @@
 //! (which prost's `decode` and tram's streams call) that reads the whole
 //! message from one contiguous chunk, every key
 //! matched as a constant (`tram::codegen::flat`, which says what it hands
-//! back to prost). Any other message (an `optional`, `repeated`, map,
-//! oneof, enum or message field, proto2 defaults) keeps prost's derive
-//! untouched. The struct, its fields and their types are prost-build's;
+//! back to prost). An enum field is an `int32` with prost's accessors.
+//! Any other message (an `optional`, `repeated`, map, oneof or message
+//! field, proto2 defaults) keeps prost's derive untouched. The struct, its fields and their types are prost-build's;
 //! only the derive and its `#[prost]` attributes go.
 
 use proc_macro2::TokenStream;
@@ -144,6 +144,8 @@ struct Field {
     tag: u32,
     /// `bytes = "vec"`: a `Vec<u8>` rather than a `Bytes`.
     vec: bool,
+    /// The enum of an `enumeration` field (an `int32` on the wire).
+    enumeration: Option<syn::Path>,
 }
 
 /// The fields of `s` if it is a flat message.
@@ -186,6 +188,7 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
     let mut kind = None;
     let mut tag = None;
     let mut vec = false;
+    let mut enumeration = None;
     for meta in prost_args(attr)? {
         match meta {
             Meta::Path(p) => {
@@ -204,6 +207,11 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
                 };
                 if nv.path.is_ident("tag") {
                     tag = Some(value.value().parse::<u32>().ok()?);
+                } else if nv.path.is_ident("enumeration") {
+                    enumeration = Some(syn::parse_str::<syn::Path>(&value.value()).ok()?);
+                    if kind.replace(Kind::Int32).is_some() {
+                        return None;
+                    }
                 } else if nv.path.is_ident("bytes") {
                     vec = match value.value().as_str() {
                         "bytes" => false,
@@ -226,6 +234,7 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
         kind: kind?,
         tag,
         vec,
+        enumeration,
     })
 }
 
@@ -445,8 +454,48 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
 
     let debug = fields.iter().map(|f| {
         let id = &f.ident;
-        quote!(builder.field(stringify!(#id), &self.#id);)
+        match &f.enumeration {
+            Some(ty) => {
+                quote!(builder.field(stringify!(#id), &#flat::EnumDebug::<#ty>::new(self.#id));)
+            }
+            None => quote!(builder.field(stringify!(#id), &self.#id);),
+        }
     });
+    let methods: Vec<TokenStream> = fields
+        .iter()
+        .filter_map(|f| {
+            let ty = f.enumeration.as_ref()?;
+            let id = &f.ident;
+            let name = id.to_string();
+            let name = name.trim_start_matches("r#");
+            let set = format_ident!("set_{name}");
+            let get_doc = format!(
+                "Returns the enum value of `{name}`, or the default if the field is set to an invalid enum value."
+            );
+            let set_doc = format!("Sets `{name}` to the provided enum value.");
+            Some(quote! {
+                #[doc = #get_doc]
+                pub fn #id(&self) -> #ty {
+                    ::core::convert::TryFrom::try_from(self.#id).unwrap_or_default()
+                }
+
+                #[doc = #set_doc]
+                pub fn #set(&mut self, value: #ty) {
+                    self.#id = value as i32;
+                }
+            })
+        })
+        .collect();
+    let methods = if methods.is_empty() {
+        quote!()
+    } else {
+        quote! {
+            #[allow(dead_code)]
+            impl #name {
+                #(#methods)*
+            }
+        }
+    };
 
     quote! {
         impl #p::Message for #name {
@@ -503,6 +552,8 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 ::core::result::Result::Ok(())
             }
         }
+
+        #methods
 
         impl ::core::fmt::Debug for #name {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {

@@ -1,7 +1,7 @@
 //! What `tram-build`'s own codec for flat messages calls: messages whose
-//! fields are all singular proto3 scalars, strings and bytes (no
-//! `optional`, `repeated`, map, oneof, enum or message fields), which are
-//! most requests and responses of a busy service.
+//! fields are all singular proto3 scalars, enums, strings and bytes (no
+//! `optional`, `repeated`, map, oneof or message fields), which are most
+//! requests and responses of a busy service.
 //!
 //! prost decodes a message a field at a time through `impl Buf`, with a
 //! call per varint and its checks on every key; for a two-field message
@@ -158,6 +158,26 @@ pub fn take_spans<const N: usize>(
         at = start + len;
     }
     taken
+}
+
+/// An enum field's `Debug`, as prost's: the enum's value where the number
+/// is one of its own, the number otherwise.
+pub struct EnumDebug<E>(i32, std::marker::PhantomData<E>);
+
+impl<E> EnumDebug<E> {
+    /// The field's number.
+    pub fn new(value: i32) -> Self {
+        EnumDebug(value, std::marker::PhantomData)
+    }
+}
+
+impl<E: TryFrom<i32> + std::fmt::Debug> std::fmt::Debug for EnumDebug<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match E::try_from(self.0) {
+            Ok(e) => e.fmt(f),
+            Err(_) => self.0.fmt(f),
+        }
+    }
 }
 
 /// The bytes of a varint.
