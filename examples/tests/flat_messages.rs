@@ -137,6 +137,18 @@ fn decode_alike(wire: &[u8]) -> Result<(), TestCaseError> {
         (Err(_), Err(_)) => {}
         _ => prop_assert!(false, "{ours:?} against {theirs:?} for {wire:?}"),
     }
+    // Through `&mut` a buffer, which is left as prost leaves it: all read.
+    let mut ours_buf = Bytes::copy_from_slice(wire);
+    let mut theirs_buf = wire;
+    let by_ref = (
+        tram_pb::Flat::decode(&mut ours_buf),
+        prost_pb::Flat::decode(&mut theirs_buf),
+    );
+    prop_assert_eq!(by_ref.0.is_ok(), by_ref.1.is_ok());
+    if by_ref.1.is_ok() {
+        prop_assert_eq!(ours_buf.len(), 0);
+        prop_assert_eq!(theirs_buf.len(), 0);
+    }
     // Merged into a message that has every field set, as prost merges.
     let mut ours_full = tram_flat(FULL.0, FULL.1, "x", b"y", b"z", "w", 2);
     let mut theirs_full = prost_flat(FULL.0, FULL.1, "x", b"y", b"z", "w", 2);
@@ -199,8 +211,12 @@ proptest! {
         }
         let mut o = tram_pb::Keyed { id: 7, value: Bytes::from_static(b"old") };
         let mut t = prost_pb::Keyed { id: 7, value: Bytes::from_static(b"old") };
-        let merged = (o.merge(Bytes::from(wire.clone())), t.merge(wire.as_slice()));
+        let mut rest = Bytes::from(wire.clone());
+        let merged = (o.merge(&mut rest), t.merge(wire.as_slice()));
         prop_assert_eq!(merged.0.is_ok(), merged.1.is_ok());
+        if merged.0.is_ok() {
+            prop_assert!(rest.is_empty());
+        }
         prop_assert_eq!((o.id, &o.value[..]), (t.id, &t.value[..]));
     }
 

@@ -2,8 +2,8 @@
 //! message and with prost-build's derive, and checks they agree: the same
 //! message or both an error, decoding from a contiguous `Bytes`, from a
 //! buffer in two pieces (the first byte picks the split) and merging into
-//! a message whose fields are all set; what decodes re-encodes to bytes
-//! both sides decode alike.
+//! a message whose fields are all set, and through `&mut` a buffer, which
+//! must be left all read; what decodes re-encodes to prost's bytes.
 #![no_main]
 
 use bytes::{Buf, Bytes};
@@ -122,6 +122,11 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(pieces.is_ok(), theirs.is_ok());
     if let (Ok(p), Ok(t)) = (&pieces, &theirs) {
         assert!(same(p, t));
+    }
+    // Through `&mut` a buffer: all of it read, as prost reads it.
+    let mut rest = Bytes::copy_from_slice(wire);
+    if tram_pb::Flat::decode(&mut rest).is_ok() {
+        assert!(rest.is_empty());
     }
     let (mut o, mut t) = (filled_tram(), filled_prost());
     let merged = (o.merge(Bytes::copy_from_slice(wire)), t.merge(wire));

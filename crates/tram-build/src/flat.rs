@@ -423,11 +423,6 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
             }
         }
     });
-    let buf = if n_sliced == 0 {
-        quote!(buf)
-    } else {
-        quote!(mut buf)
-    };
     let spans = if n_sliced == 0 {
         quote!()
     } else {
@@ -528,7 +523,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 *self = ::core::default::Default::default();
             }
 
-            fn merge(&mut self, #buf: impl #p::bytes::Buf) -> ::core::result::Result<(), #p::DecodeError> {
+            fn merge(&mut self, mut buf: impl #p::bytes::Buf) -> ::core::result::Result<(), #p::DecodeError> {
                 #spans
                 let chunk = buf.chunk();
                 let read = chunk.len() == buf.remaining() && {
@@ -549,6 +544,10 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                     return #flat::merge_with_prost(self, buf);
                 }
                 #take_sliced
+                // Consumed, as prost's merge leaves it: a caller that
+                // passed `&mut` its buffer reads on from the message's end.
+                let rest = buf.remaining();
+                buf.advance(rest);
                 ::core::result::Result::Ok(())
             }
         }
