@@ -43,50 +43,30 @@ fn same(o: &tram_pb::Flat, t: &prost_pb::Flat) -> bool {
         && o.shade == t.shade
 }
 
-fn filled_tram() -> tram_pb::Flat {
-    tram_pb::Flat {
-        u64: 1,
-        u32: 2,
-        i64: -3,
-        i32: -4,
-        s64: -5,
-        s32: -6,
-        flag: true,
-        f64: 7,
-        f32: 8,
-        sf64: -9,
-        sf32: -10,
-        real: 1.5,
-        small: -2.5,
-        text: "x".into(),
-        blob: Bytes::from_static(b"y"),
-        tail: Bytes::from_static(b"z"),
-        r#type: "w".into(),
-        shade: 2,
-    }
-}
-
-fn filled_prost() -> prost_pb::Flat {
-    prost_pb::Flat {
-        u64: 1,
-        u32: 2,
-        i64: -3,
-        i32: -4,
-        s64: -5,
-        s32: -6,
-        flag: true,
-        f64: 7,
-        f32: 8,
-        sf64: -9,
-        sf32: -10,
-        real: 1.5,
-        small: -2.5,
-        text: "x".into(),
-        blob: Bytes::from_static(b"y"),
-        tail: Bytes::from_static(b"z"),
-        r#type: "w".into(),
-        shade: 2,
-    }
+/// A `Flat` of `$module` with every field set, to merge into.
+macro_rules! filled {
+    ($module:ident) => {
+        $module::Flat {
+            u64: 1,
+            u32: 2,
+            i64: -3,
+            i32: -4,
+            s64: -5,
+            s32: -6,
+            flag: true,
+            f64: 7,
+            f32: 8,
+            sf64: -9,
+            sf32: -10,
+            real: 1.5,
+            small: -2.5,
+            text: "x".into(),
+            blob: Bytes::from_static(b"y"),
+            tail: Bytes::from_static(b"z"),
+            r#type: "w".into(),
+            shade: 2,
+        }
+    };
 }
 
 /// A `Buf` in two pieces.
@@ -128,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
     if tram_pb::Flat::decode(&mut rest).is_ok() {
         assert!(rest.is_empty());
     }
-    let (mut o, mut t) = (filled_tram(), filled_prost());
+    let (mut o, mut t) = (filled!(tram_pb), filled!(prost_pb));
     let merged = (o.merge(Bytes::copy_from_slice(wire)), t.merge(wire));
     assert_eq!(merged.0.is_ok(), merged.1.is_ok());
     assert!(same(&o, &t), "{o:?} against {t:?}");

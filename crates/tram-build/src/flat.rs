@@ -308,15 +308,15 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         match f.kind {
             Kind::String => quote!(if !#v.is_empty() { #flat::put_str(buf, &[#(#key),*], &#v) }),
             Kind::Bytes => quote!(if !#v.is_empty() { #flat::put_bytes(buf, &[#(#key),*], &#v) }),
-            Kind::Fixed32 | Kind::Sfixed32 | Kind::Float => {
+            Kind::Fixed32
+            | Kind::Sfixed32
+            | Kind::Float
+            | Kind::Fixed64
+            | Kind::Sfixed64
+            | Kind::Double => {
                 let bits = to_bits(f.kind, &v);
                 let set = set(f.kind, &v);
-                quote!(if #set { #flat::put_fixed32(buf, &[#(#key),*], #bits) })
-            }
-            Kind::Fixed64 | Kind::Sfixed64 | Kind::Double => {
-                let bits = to_bits(f.kind, &v);
-                let set = set(f.kind, &v);
-                quote!(if #set { #flat::put_fixed64(buf, &[#(#key),*], #bits) })
+                quote!(if #set { #flat::put_fixed(buf, &[#(#key),*], (#bits).to_le_bytes()) })
             }
             _ => {
                 let bits = to_bits(f.kind, &v);

@@ -28,21 +28,33 @@ pub const fn encoded_len(value: u64) -> usize {
 
 /// Appends `value` as a varint.
 #[inline]
-pub fn put<B: BufMut + ?Sized>(dst: &mut B, mut value: u64) {
+pub fn put<B: BufMut + ?Sized>(dst: &mut B, value: u64) {
     if value < 0x80 {
         dst.put_u8(value as u8);
         return;
     }
     // Build it on the stack and copy once: one bounds check, not one per byte.
     let mut buf = [0u8; MAX_LEN];
+    let n = write(&mut buf, value);
+    dst.put_slice(&buf[..n]);
+}
+
+/// Writes `value` as a varint at the start of `out` and returns its
+/// length.
+///
+/// # Panics
+///
+/// If `out` is shorter than the varint ([`MAX_LEN`] bytes always do).
+#[inline]
+pub fn write(out: &mut [u8], mut value: u64) -> usize {
     let mut n = 0;
     while value >= 0x80 {
-        buf[n] = (value as u8) | 0x80;
+        out[n] = (value as u8) | 0x80;
         value >>= 7;
         n += 1;
     }
-    buf[n] = value as u8;
-    dst.put_slice(&buf[..=n]);
+    out[n] = value as u8;
+    n + 1
 }
 
 /// Reads a varint from the front of `src`, returning it and its length, or

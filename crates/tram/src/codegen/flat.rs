@@ -26,7 +26,7 @@ use ::prost::{DecodeError, Message};
 use super::prost::encoding::bytes::BytesField;
 
 /// The longest varint: ten bytes for 64 bits.
-const MAX_VARINT: usize = 10;
+const MAX_VARINT: usize = tram_wire::varint::MAX_LEN;
 
 /// Reads a flat message's fields from one contiguous buffer. Every method
 /// returns `None` where prost's decoding would fail or differ, and the
@@ -181,11 +181,7 @@ impl<E: TryFrom<i32> + std::fmt::Debug> std::fmt::Debug for EnumDebug<E> {
 }
 
 /// The bytes of a varint.
-#[inline]
-pub fn varint_len(value: u64) -> usize {
-    // 1 + the index of the highest set bit / 7, without a loop.
-    ((64 - (value | 1).leading_zeros() as usize) * 9 + 64) / 64
-}
+pub use tram_wire::varint::encoded_len as varint_len;
 
 /// Writes `key` (a field's key, encoded) and then `value` as a varint, in
 /// one copy of a constant length (a copy of a length known only at run
@@ -195,7 +191,7 @@ pub fn put_varint(buf: &mut impl BufMut, key: &[u8], value: u64) {
     let mut out = [0u8; 2 * MAX_VARINT];
     let k = key.len();
     out[..k].copy_from_slice(key);
-    let n = k + write_varint(&mut out[k..], value);
+    let n = k + tram_wire::varint::write(&mut out[k..], value);
     put_short(buf, &out, n);
 }
 
@@ -213,24 +209,12 @@ fn put_short(buf: &mut impl BufMut, out: &[u8; 2 * MAX_VARINT], n: usize) {
     by_length!(1 2 3 4 5 6 7 8 9 10 11 12);
 }
 
-/// Writes `key` and then four little-endian bytes.
+/// Writes `key` and then a fixed-width field's little-endian bytes
+/// (`to_le_bytes` of its `u32` or `u64`).
 #[inline]
-pub fn put_fixed32(buf: &mut impl BufMut, key: &[u8], value: u32) {
-    let mut out = [0u8; MAX_VARINT + 4];
-    let k = key.len();
-    out[..k].copy_from_slice(key);
-    out[k..k + 4].copy_from_slice(&value.to_le_bytes());
-    buf.put_slice(&out[..k + 4]);
-}
-
-/// Writes `key` and then eight little-endian bytes.
-#[inline]
-pub fn put_fixed64(buf: &mut impl BufMut, key: &[u8], value: u64) {
-    let mut out = [0u8; MAX_VARINT + 8];
-    let k = key.len();
-    out[..k].copy_from_slice(key);
-    out[k..k + 8].copy_from_slice(&value.to_le_bytes());
-    buf.put_slice(&out[..k + 8]);
+pub fn put_fixed<const N: usize>(buf: &mut impl BufMut, key: &[u8], value: [u8; N]) {
+    buf.put_slice(key);
+    buf.put_slice(&value);
 }
 
 /// Writes `key`, the length of `value` and its bytes (a large `Bytes` by
@@ -246,19 +230,6 @@ pub fn put_bytes(buf: &mut impl BufMut, key: &[u8], value: &(impl BytesField + ?
 pub fn put_str(buf: &mut impl BufMut, key: &[u8], value: &str) {
     put_varint(buf, key, value.len() as u64);
     buf.put_slice(value.as_bytes());
-}
-
-/// Encodes `value` into `out` (at least ten bytes), returning its length.
-#[inline(always)]
-fn write_varint(out: &mut [u8], mut value: u64) -> usize {
-    let mut i = 0;
-    while value >= 0x80 {
-        out[i] = (value as u8) | 0x80;
-        value >>= 7;
-        i += 1;
-    }
-    out[i] = value as u8;
-    i + 1
 }
 
 #[cfg(test)]
