@@ -1,0 +1,226 @@
+//! Which of prost-build's structs are flat messages, read from the
+//! `#[prost(...)]` attributes prost-build writes on them and their fields,
+//! and what of prost's is taken off a struct whose codec is written here.
+
+use quote::format_ident;
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Fields, ItemStruct, Lit, Meta, Token};
+
+/// How a field is written on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Uint64,
+    Uint32,
+    Int64,
+    Int32,
+    Sint64,
+    Sint32,
+    Bool,
+    Fixed64,
+    Fixed32,
+    Sfixed64,
+    Sfixed32,
+    Double,
+    Float,
+    String,
+    Bytes,
+}
+
+impl Kind {
+    fn parse(name: &str) -> Option<Kind> {
+        Some(match name {
+            "uint64" => Kind::Uint64,
+            "uint32" => Kind::Uint32,
+            "int64" => Kind::Int64,
+            "int32" => Kind::Int32,
+            "sint64" => Kind::Sint64,
+            "sint32" => Kind::Sint32,
+            "bool" => Kind::Bool,
+            "fixed64" => Kind::Fixed64,
+            "fixed32" => Kind::Fixed32,
+            "sfixed64" => Kind::Sfixed64,
+            "sfixed32" => Kind::Sfixed32,
+            "double" => Kind::Double,
+            "float" => Kind::Float,
+            "string" => Kind::String,
+            _ => return None,
+        })
+    }
+
+    /// prost's module of encoding functions for the kind.
+    pub(super) fn module(self) -> syn::Ident {
+        format_ident!(
+            "{}",
+            match self {
+                Kind::Uint64 => "uint64",
+                Kind::Uint32 => "uint32",
+                Kind::Int64 => "int64",
+                Kind::Int32 => "int32",
+                Kind::Sint64 => "sint64",
+                Kind::Sint32 => "sint32",
+                Kind::Bool => "bool",
+                Kind::Fixed64 => "fixed64",
+                Kind::Fixed32 => "fixed32",
+                Kind::Sfixed64 => "sfixed64",
+                Kind::Sfixed32 => "sfixed32",
+                Kind::Double => "double",
+                Kind::Float => "float",
+                Kind::String => "string",
+                Kind::Bytes => "bytes",
+            }
+        )
+    }
+
+    pub(super) fn wire_type(self) -> u32 {
+        match self {
+            Kind::Fixed64 | Kind::Sfixed64 | Kind::Double => 1,
+            Kind::String | Kind::Bytes => 2,
+            Kind::Fixed32 | Kind::Sfixed32 | Kind::Float => 5,
+            _ => 0,
+        }
+    }
+}
+
+/// One field of a flat message.
+pub(super) struct Field {
+    pub(super) ident: syn::Ident,
+    pub(super) kind: Kind,
+    pub(super) tag: u32,
+    /// `bytes = "vec"`: a `Vec<u8>` rather than a `Bytes`.
+    pub(super) vec: bool,
+    /// The enum of an `enumeration` field (an `int32` on the wire).
+    pub(super) enumeration: Option<syn::Path>,
+}
+
+/// The fields of `s` if it is a flat message.
+pub(super) fn flat_fields(s: &ItemStruct) -> Option<Vec<Field>> {
+    if !derives_message(&s.attrs) || !s.generics.params.is_empty() {
+        return None;
+    }
+    // At the struct, prost-build writes only the prost path.
+    for attr in s.attrs.iter().filter(|a| a.path().is_ident("prost")) {
+        for meta in prost_args(attr)? {
+            match meta {
+                Meta::NameValue(nv) if nv.path.is_ident("prost_path") => {}
+                _ => return None,
+            }
+        }
+    }
+    let Fields::Named(named) = &s.fields else {
+        return None;
+    };
+    let mut fields = Vec::new();
+    for f in &named.named {
+        let mut prost = f.attrs.iter().filter(|a| a.path().is_ident("prost"));
+        let (Some(attr), None) = (prost.next(), prost.next()) else {
+            return None;
+        };
+        fields.push(field(f.ident.clone()?, attr)?);
+    }
+    if fields.is_empty() {
+        return None;
+    }
+    let mut tags: Vec<u32> = fields.iter().map(|f| f.tag).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    (tags.len() == fields.len()).then_some(fields)
+}
+
+/// A field from its `#[prost(...)]` attribute, if it is one a flat
+/// message may have: a kind and a tag, nothing else.
+fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
+    let mut kind = None;
+    let mut tag = None;
+    let mut vec = false;
+    let mut enumeration = None;
+    for meta in prost_args(attr)? {
+        match meta {
+            Meta::Path(p) => {
+                let k = Kind::parse(&p.get_ident()?.to_string())?;
+                if kind.replace(k).is_some() {
+                    return None;
+                }
+            }
+            Meta::NameValue(nv) => {
+                let syn::Expr::Lit(syn::ExprLit {
+                    lit: Lit::Str(value),
+                    ..
+                }) = &nv.value
+                else {
+                    return None;
+                };
+                if nv.path.is_ident("tag") {
+                    tag = Some(value.value().parse::<u32>().ok()?);
+                } else if nv.path.is_ident("enumeration") {
+                    enumeration = Some(syn::parse_str::<syn::Path>(&value.value()).ok()?);
+                    if kind.replace(Kind::Int32).is_some() {
+                        return None;
+                    }
+                } else if nv.path.is_ident("bytes") {
+                    vec = match value.value().as_str() {
+                        "bytes" => false,
+                        "vec" => true,
+                        _ => return None,
+                    };
+                    if kind.replace(Kind::Bytes).is_some() {
+                        return None;
+                    }
+                } else {
+                    return None;
+                }
+            }
+            Meta::List(_) => return None,
+        }
+    }
+    let tag = tag.filter(|t| (1..(1 << 29)).contains(t))?;
+    Some(Field {
+        ident,
+        kind: kind?,
+        tag,
+        vec,
+        enumeration,
+    })
+}
+
+fn prost_args(attr: &Attribute) -> Option<Punctuated<Meta, Token![,]>> {
+    attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
+        .ok()
+}
+
+fn derives_message(attrs: &[Attribute]) -> bool {
+    derives(attrs).iter().any(is_message)
+}
+
+fn is_message(path: &syn::Path) -> bool {
+    path.segments.last().is_some_and(|s| s.ident == "Message")
+}
+
+fn derives(attrs: &[Attribute]) -> Vec<syn::Path> {
+    attrs
+        .iter()
+        .filter(|a| a.path().is_ident("derive"))
+        .filter_map(|a| {
+            a.parse_args_with(Punctuated::<syn::Path, Token![,]>::parse_terminated)
+                .ok()
+        })
+        .flatten()
+        .collect()
+}
+
+/// Drops prost's derive (for `Default`, which is what it wrote) and the
+/// `#[prost]` attributes it read.
+pub(super) fn strip(s: &mut ItemStruct) {
+    let kept: Vec<syn::Path> = derives(&s.attrs)
+        .into_iter()
+        .filter(|p| !is_message(p))
+        .collect();
+    s.attrs
+        .retain(|a| !a.path().is_ident("derive") && !a.path().is_ident("prost"));
+    s.attrs
+        .insert(0, syn::parse_quote!(#[derive(#(#kept,)* Default)]));
+    if let Fields::Named(named) = &mut s.fields {
+        for f in &mut named.named {
+            f.attrs.retain(|a| !a.path().is_ident("prost"));
+        }
+    }
+}
