@@ -57,6 +57,8 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint, as prost reads one: up to ten bytes, the tenth at most 1.
+    /// tram-wire's `varint::decode` reads the same, but through its error
+    /// type it cost a unary call about 160 more instructions here.
     #[inline(always)]
     pub fn varint(&mut self) -> Option<u64> {
         // The one-byte case first: keys under field 16 and small values.
