@@ -51,11 +51,12 @@ mod frame;
 pub mod metadata;
 mod parse;
 pub mod preface;
+mod run;
 mod settings;
 pub mod varint;
 
 pub use code::{Code, Reason};
-pub use decode::{FrameDecoder, Header, MessageRun, Payload, decode_exact};
+pub use decode::{FrameDecoder, Header, decode_exact};
 pub use error::Error;
 pub use frame::{
     Bind, Call, CallId, Cancel, Credit, End, Frame, FrameType, GoAway, MAX_HEADER_LEN, Message,
@@ -63,6 +64,7 @@ pub use frame::{
     encode_message_header_with_metadata, flags,
 };
 pub use metadata::Metadata;
+pub use run::{MessageRun, Payload};
 pub use settings::{
     MAX_CREDIT, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE, Settings, id as setting_id,
 };
