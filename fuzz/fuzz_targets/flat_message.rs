@@ -3,7 +3,8 @@
 //! message or both an error, decoding from a contiguous `Bytes`, from a
 //! buffer in two pieces (the first byte picks the split) and merging into
 //! a message whose fields are all set, and through `&mut` a buffer, which
-//! must be left all read; what decodes re-encodes to prost's bytes.
+//! must be left all read; what decodes re-encodes to prost's bytes. The
+//! same bytes then go to `Present`, a flat message of `optional` fields.
 #![no_main]
 
 use bytes::{Buf, Bytes};
@@ -126,4 +127,36 @@ fuzz_target!(|data: &[u8]| {
         (Err(_), Err(_)) => {}
         (o, t) => panic!("{o:?} against {t:?}"),
     }
+    present(wire);
 });
+
+/// The same for `Present`, whose fields are proto3 `optional`: decoded
+/// fresh and merged into a filled one, compared by their `Debug` (which
+/// is prost's for both), and re-encoded.
+fn present(wire: &[u8]) {
+    let ours = tram_pb::Present::decode(Bytes::copy_from_slice(wire));
+    let theirs = prost_pb::Present::decode(wire);
+    assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
+    if let (Ok(o), Ok(t)) = (&ours, &theirs) {
+        assert_eq!(o.encode_to_vec(), t.encode_to_vec());
+        assert_eq!(o.encoded_len(), t.encoded_len());
+    }
+    macro_rules! filled_present {
+        ($module:ident) => {
+            $module::Present {
+                id: Some(1),
+                delta: Some(-2),
+                flag: Some(true),
+                real: Some(0.5),
+                check: Some(3),
+                name: Some("x".into()),
+                blob: Some(Bytes::from_static(b"y")),
+                plain: 4,
+            }
+        };
+    }
+    let (mut o, mut t) = (filled_present!(tram_pb), filled_present!(prost_pb));
+    let merged = (o.merge(Bytes::copy_from_slice(wire)), t.merge(wire));
+    assert_eq!(merged.0.is_ok(), merged.1.is_ok());
+    assert_eq!(format!("{o:?}"), format!("{t:?}"));
+}

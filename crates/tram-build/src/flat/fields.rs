@@ -90,6 +90,9 @@ pub(super) struct Field {
     pub(super) vec: bool,
     /// The enum of an `enumeration` field (an `int32` on the wire).
     pub(super) enumeration: Option<syn::Path>,
+    /// A proto3 `optional` field: an `Option`, written whenever it is
+    /// `Some`, zero included.
+    pub(super) optional: bool,
 }
 
 /// The fields of `s` if it is a flat message.
@@ -133,8 +136,14 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
     let mut tag = None;
     let mut vec = false;
     let mut enumeration = None;
+    let mut optional = false;
     for meta in prost_args(attr)? {
         match meta {
+            Meta::Path(p) if p.is_ident("optional") => {
+                if std::mem::replace(&mut optional, true) {
+                    return None;
+                }
+            }
             Meta::Path(p) => {
                 let k = Kind::parse(&p.get_ident()?.to_string())?;
                 if kind.replace(k).is_some() {
@@ -173,12 +182,18 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
         }
     }
     let tag = tag.filter(|t| (1..(1 << 29)).contains(t))?;
+    // An optional enum's accessors and `Debug` are prost's own shapes:
+    // its message keeps prost's derive.
+    if optional && enumeration.is_some() {
+        return None;
+    }
     Some(Field {
         ident,
         kind: kind?,
         tag,
         vec,
         enumeration,
+        optional,
     })
 }
 

@@ -1,15 +1,16 @@
 //! tram's own codec for flat messages: prost-build's output, rewritten
 //! where a message's fields are all singular proto3 scalars, enums,
-//! strings and bytes.
+//! strings and bytes, `optional` or not.
 //!
 //! prost's derive decodes a field at a time through `impl Buf`; for such a
 //! message this writes the `prost::Message` impl itself, with a `merge`
 //! (which prost's `decode` and tram's streams call) that reads the whole
 //! message from one contiguous chunk, every key matched as a constant
 //! (`tram::codegen::flat`, which says what it hands back to prost). An
-//! enum field is an `int32` with prost's accessors. Any other message (an
-//! `optional`, `repeated`, map, oneof or message field, proto2 defaults)
-//! keeps prost's derive untouched. The struct, its fields and their types
+//! enum field is an `int32` with prost's accessors; a proto3 `optional`
+//! scalar, string or bytes field an `Option`, written whenever it is
+//! `Some`. Any other message (a `repeated`, map, oneof or message field,
+//! an optional enum, proto2 defaults) keeps prost's derive untouched. The struct, its fields and their types
 //! are prost-build's; only the derive and its `#[prost]` attributes go.
 //!
 //! - `fields`: which structs are flat, from prost-build's attributes.
@@ -89,12 +90,11 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     by_tag.sort_by_key(|f| f.tag);
 
     let encode = by_tag.iter().map(|f| {
-        let id = &f.ident;
         let key = key(f);
-        let v = quote!(self.#id);
-        match f.kind {
-            Kind::String => quote!(if !#v.is_empty() { #flat::put_str(buf, &[#(#key),*], &#v) }),
-            Kind::Bytes => quote!(if !#v.is_empty() { #flat::put_bytes(buf, &[#(#key),*], &#v) }),
+        let v = value(f);
+        let put = match f.kind {
+            Kind::String => quote!(#flat::put_str(buf, &[#(#key),*], #v)),
+            Kind::Bytes => quote!(#flat::put_bytes(buf, &[#(#key),*], #v)),
             Kind::Fixed32
             | Kind::Sfixed32
             | Kind::Float
@@ -102,47 +102,52 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
             | Kind::Sfixed64
             | Kind::Double => {
                 let bits = to_bits(f.kind, &v);
-                let set = set(f.kind, &v);
-                quote!(if #set { #flat::put_fixed(buf, &[#(#key),*], (#bits).to_le_bytes()) })
+                quote!(#flat::put_fixed(buf, &[#(#key),*], (#bits).to_le_bytes()))
             }
             _ => {
                 let bits = to_bits(f.kind, &v);
-                let set = set(f.kind, &v);
-                quote!(if #set { #flat::put_varint(buf, &[#(#key),*], #bits) })
+                quote!(#flat::put_varint(buf, &[#(#key),*], #bits))
             }
-        }
+        };
+        when_set(f, put, quote!())
     });
 
     let encoded_len = by_tag.iter().map(|f| {
-        let id = &f.ident;
         let key_len = key(f).len();
-        let v = quote!(self.#id);
-        match f.kind {
-            Kind::String | Kind::Bytes => quote!(if #v.is_empty() { 0 } else {
-                #key_len + #flat::varint_len(#v.len() as u64) + #v.len()
-            }),
-            Kind::Fixed32 | Kind::Sfixed32 | Kind::Float => {
-                let set = set(f.kind, &v);
-                quote!(if #set { #key_len + 4 } else { 0 })
+        let v = value(f);
+        let len = match f.kind {
+            Kind::String | Kind::Bytes => {
+                let n = if f.optional {
+                    quote!(value.len())
+                } else {
+                    let id = &f.ident;
+                    quote!(self.#id.len())
+                };
+                quote!(#key_len + #flat::varint_len(#n as u64) + #n)
             }
-            Kind::Fixed64 | Kind::Sfixed64 | Kind::Double => {
-                let set = set(f.kind, &v);
-                quote!(if #set { #key_len + 8 } else { 0 })
-            }
+            Kind::Fixed32 | Kind::Sfixed32 | Kind::Float => quote!(#key_len + 4),
+            Kind::Fixed64 | Kind::Sfixed64 | Kind::Double => quote!(#key_len + 8),
             _ => {
                 let bits = to_bits(f.kind, &v);
-                let set = set(f.kind, &v);
-                quote!(if #set { #key_len + #flat::varint_len(#bits) } else { 0 })
+                quote!(#key_len + #flat::varint_len(#bits))
             }
-        }
+        };
+        when_set(f, len, quote!(else { 0 }))
     });
 
     let merge = fields.iter().map(|f| {
         let id = &f.ident;
         let tag = f.tag;
         let module = f.kind.module();
+        // As prost's derive merges: an optional field into its value,
+        // made `Some` first.
+        let into = if f.optional {
+            quote!(self.#id.get_or_insert_with(::core::default::Default::default))
+        } else {
+            quote!(&mut self.#id)
+        };
         quote! {
-            #tag => #p::encoding::#module::merge(wire_type, &mut self.#id, buf, ctx)
+            #tag => #p::encoding::#module::merge(wire_type, #into, buf, ctx)
                 .map_err(|mut error| {
                     error.push(STRUCT_NAME, stringify!(#id));
                     error
@@ -194,9 +199,14 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 quote!(r.varint().map(|x| #from))
             }
         };
+        let set = if f.optional {
+            quote!(self.#id = Some(value))
+        } else {
+            quote!(self.#id = value)
+        };
         quote! {
             Some(#key) => match #value {
-                Some(value) => self.#id = value,
+                Some(value) => #set,
                 None => break false,
             },
         }
@@ -204,9 +214,14 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     let taken: Vec<syn::Ident> = (0..n_sliced).map(|i| format_ident!("taken_{i}")).collect();
     let take = sliced.iter().zip(&taken).map(|(f, t)| {
         let id = &f.ident;
+        let value = if f.optional {
+            quote!(Some(value))
+        } else {
+            quote!(value)
+        };
         quote! {
             if let Some(value) = #t {
-                self.#id = value;
+                self.#id = #value;
             }
         }
     });
@@ -221,10 +236,15 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         // One field: the rest of the buffer from its start, usually the
         // whole rest, whose count a `Bytes` then leaves alone.
         let id = &sliced[0].ident;
+        let value = if sliced[0].optional {
+            quote!(Some(buf.copy_to_bytes(len)))
+        } else {
+            quote!(buf.copy_to_bytes(len))
+        };
         quote! {
             if let [Some((start, len))] = spans {
                 buf.advance(start);
-                self.#id = buf.copy_to_bytes(len);
+                self.#id = #value;
             }
         }
     } else {
@@ -351,13 +371,43 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     }
 }
 
-/// Whether `v` is written: proto3 leaves its zero out.
-fn set(kind: Kind, v: &TokenStream) -> TokenStream {
-    match kind {
+/// A field's value in `encode_raw` and `encoded_len`: `value`, bound by
+/// [`when_set`] for an optional field; a string or bytes by reference.
+fn value(f: &Field) -> TokenStream {
+    let id = &f.ident;
+    match (f.optional, f.kind) {
+        (true, _) => quote!(value),
+        (false, Kind::String | Kind::Bytes) => quote!(&self.#id),
+        (false, _) => quote!(self.#id),
+    }
+}
+
+/// `then` if the field is written, `otherwise` (an `else` block, or
+/// nothing) if not: an optional field when it is `Some`, any other when it
+/// is not its zero, which proto3 leaves out.
+fn when_set(f: &Field, then: TokenStream, otherwise: TokenStream) -> TokenStream {
+    let id = &f.ident;
+    if f.optional {
+        // A string or bytes by reference, a number by value (a fixed
+        // width's length needs none).
+        return match f.kind {
+            Kind::String | Kind::Bytes => {
+                quote!(if let ::core::option::Option::Some(value) = &self.#id { #then } #otherwise)
+            }
+            _ if then.to_string().contains("value") => {
+                quote!(if let ::core::option::Option::Some(value) = self.#id { #then } #otherwise)
+            }
+            _ => quote!(if self.#id.is_some() { #then } #otherwise),
+        };
+    }
+    let v = quote!(self.#id);
+    let set = match f.kind {
         Kind::Bool => quote!(#v),
         Kind::Float | Kind::Double => quote!(#v != 0.0),
+        Kind::String | Kind::Bytes => quote!(!#v.is_empty()),
         _ => quote!(#v != 0),
-    }
+    };
+    quote!(if #set { #then } #otherwise)
 }
 
 /// A value as the bits prost writes: a varint's `u64`, a fixed field's
