@@ -16,9 +16,9 @@
 //!   encode a protobuf message straight after the header with no copy.
 //! - `decode`: [`FrameDecoder`], incremental decoding from a read buffer;
 //!   `Ok(None)` means "need more bytes". Payloads are slices of the buffer.
-//!   [`FrameDecoder::decode_run`] takes consecutive plain MESSAGE frames of
-//!   one call as one [`MessageRun`], whose messages are parsed as they are
-//!   taken.
+//! - `run`: [`FrameDecoder::decode_run`] takes consecutive plain MESSAGE
+//!   frames of one call as one [`MessageRun`], whose messages are parsed
+//!   as they are taken.
 //! - `parse`: one frame's body, validated in place, then split off the
 //!   buffer.
 //! - [`metadata`]: validated key/value blocks for headers and trailers.

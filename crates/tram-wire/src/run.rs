@@ -20,8 +20,9 @@ impl FrameDecoder {
     /// `None`, with `src` untouched, if the front frame is not such a
     /// frame or is not complete: [`decode`](FrameDecoder::decode) then
     /// takes it (and reports it, if it is malformed). Every frame of a run
-    /// is one `decode` would return as a [`Frame::Message`] with the same
-    /// call and payload.
+    /// is one `decode` would return as a
+    /// [`Frame::Message`](crate::Frame::Message) with the same call and
+    /// payload.
     #[inline]
     pub fn decode_run(&mut self, src: &mut BytesMut) -> Option<MessageRun> {
         // Checked here, inline, because most frames fail it: every unary
