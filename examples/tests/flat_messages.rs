@@ -9,17 +9,9 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use prost::Message;
 
-/// `proto/fields.proto` from tram-build.
-#[allow(missing_docs, unreachable_pub, dead_code)]
-mod tram_pb {
-    include!(concat!(env!("OUT_DIR"), "/fields/fields.rs"));
-}
+mod flat;
 
-/// The same from plain prost-build.
-#[allow(missing_docs, unreachable_pub, dead_code)]
-mod prost_pb {
-    include!(concat!(env!("OUT_DIR"), "/prost/fields.rs"));
-}
+use flat::{Buf2, or_zero, prost_pb, tram_pb};
 
 /// `fn $name(...) -> $module::Flat`: one builder for both crates' messages.
 macro_rules! flat_builder {
@@ -60,13 +52,6 @@ macro_rules! flat_builder {
 
 flat_builder!(tram_flat, tram_pb);
 flat_builder!(prost_flat, prost_pb);
-
-/// Zeros often, so that fields are left out as proto3 leaves them.
-fn or_zero<T: Default + std::fmt::Debug + Clone + 'static>(
-    s: impl Strategy<Value = T> + 'static,
-) -> BoxedStrategy<T> {
-    prop_oneof![1 => Just(T::default()), 2 => s].boxed()
-}
 
 prop_compose! {
     fn flat_values()(
@@ -303,169 +288,4 @@ fn an_enum_field_has_prosts_accessors_and_debug() {
     assert_eq!(theirs.shade(), prost_pb::Shade::Unspecified);
     assert!(format!("{ours:?}").contains("shade: 9"), "{ours:?}");
     assert!(format!("{theirs:?}").contains("shade: 9"), "{theirs:?}");
-}
-
-/// `fn $name(...) -> $module::Present`: one builder for both crates'.
-macro_rules! present_builder {
-    ($name:ident, $module:ident) => {
-        fn $name(v: &PresentValues) -> $module::Present {
-            $module::Present {
-                id: v.0,
-                delta: v.1,
-                flag: v.2,
-                real: v.3,
-                check: v.4,
-                name: v.5.clone(),
-                blob: v.6.clone().map(Bytes::from),
-                plain: v.7,
-            }
-        }
-    };
-}
-
-/// The fields of a `Present`, in their order.
-type PresentValues = (
-    Option<u64>,
-    Option<i32>,
-    Option<bool>,
-    Option<f64>,
-    Option<u32>,
-    Option<String>,
-    Option<Vec<u8>>,
-    u32,
-);
-
-present_builder!(tram_present, tram_pb);
-present_builder!(prost_present, prost_pb);
-
-/// Zeros and `None` often: a set zero is written, an unset field is not.
-fn maybe<T: Default + std::fmt::Debug + Clone + 'static>(
-    s: impl Strategy<Value = T> + 'static,
-) -> BoxedStrategy<Option<T>> {
-    prop_oneof![1 => Just(None), 1 => Just(Some(T::default())), 2 => s.prop_map(Some)].boxed()
-}
-
-prop_compose! {
-    fn present_values()(
-        id in maybe(any::<u64>()),
-        delta in maybe(any::<i32>()),
-        flag in maybe(any::<bool>()),
-        real in maybe(any::<f64>()),
-        check in maybe(any::<u32>()),
-        name in maybe("\\PC{0,8}"),
-        blob in maybe(proptest::collection::vec(any::<u8>(), 0..12)),
-        plain in or_zero(any::<u32>()),
-    ) -> PresentValues {
-        (id, delta, flag, real, check, name, blob, plain)
-    }
-}
-
-/// Equal as prost's messages are, but with NaN equal to itself.
-fn same_present(ours: &tram_pb::Present, theirs: &prost_pb::Present) -> bool {
-    let real = match (ours.real, theirs.real) {
-        (Some(a), Some(b)) => a.to_bits() == b.to_bits() || a == b,
-        (a, b) => a.is_none() && b.is_none(),
-    };
-    real && ours.id == theirs.id
-        && ours.delta == theirs.delta
-        && ours.flag == theirs.flag
-        && ours.check == theirs.check
-        && ours.name == theirs.name
-        && ours.blob == theirs.blob
-        && ours.plain == theirs.plain
-}
-
-/// `decode_alike` for `Present`: fresh, merged into a message with every
-/// field set, and from a buffer in two pieces.
-fn decode_present_alike(wire: &[u8]) -> Result<(), TestCaseError> {
-    let theirs = prost_pb::Present::decode(wire);
-    let ours = tram_pb::Present::decode(Bytes::copy_from_slice(wire));
-    match (&ours, &theirs) {
-        (Ok(o), Ok(t)) => prop_assert!(same_present(o, t), "{o:?} against {t:?}"),
-        (Err(_), Err(_)) => {}
-        _ => prop_assert!(false, "{ours:?} against {theirs:?} for {wire:?}"),
-    }
-    let full: PresentValues = (
-        Some(1),
-        Some(-2),
-        Some(true),
-        Some(0.5),
-        Some(3),
-        Some("x".into()),
-        Some(b"y".to_vec()),
-        4,
-    );
-    let (mut o, mut t) = (tram_present(&full), prost_present(&full));
-    let merged = (o.merge(Bytes::copy_from_slice(wire)), t.merge(wire));
-    prop_assert_eq!(merged.0.is_ok(), merged.1.is_ok());
-    prop_assert!(same_present(&o, &t), "{o:?} against {t:?}");
-    let half = wire.len() / 2;
-    let pieces = tram_pb::Present::decode(Buf2(&wire[..half], &wire[half..]));
-    prop_assert_eq!(pieces.is_ok(), theirs.is_ok());
-    if let (Ok(p), Ok(t)) = (&pieces, &theirs) {
-        prop_assert!(same_present(p, t));
-    }
-    Ok(())
-}
-
-proptest! {
-    #[test]
-    fn optional_fields_write_and_read_as_prosts(
-        v in present_values(),
-        at in any::<prop::sample::Index>(),
-        byte in any::<u8>(),
-    ) {
-        let (ours, theirs) = (tram_present(&v), prost_present(&v));
-        let mut wire = ours.encode_to_vec();
-        prop_assert_eq!(&wire, &theirs.encode_to_vec());
-        prop_assert_eq!(ours.encoded_len(), theirs.encoded_len());
-        prop_assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
-        decode_present_alike(&wire)?;
-        if !wire.is_empty() {
-            let i = at.index(wire.len());
-            wire[i] = byte;
-            decode_present_alike(&wire)?;
-        }
-    }
-
-    #[test]
-    fn optional_fields_read_any_bytes_as_prost_does(
-        wire in proptest::collection::vec(any::<u8>(), 0..48),
-    ) {
-        decode_present_alike(&wire)?;
-    }
-}
-
-#[test]
-fn optional_fields_are_tram_builds_but_an_optional_enum_is_prosts() {
-    let ours = include_str!(concat!(env!("OUT_DIR"), "/fields/fields.rs"));
-    assert!(ours.contains("impl ::tram::codegen::prost::Message for Present"));
-    let shade = ours.find("pub struct PresentShade").unwrap();
-    let derive = ours[..shade].rfind("#[derive(").unwrap();
-    assert!(ours[derive..shade].contains("::tram::codegen::prost::Message)]"));
-    // A zero that is set is written; an unset field is not.
-    let zero = tram_pb::Present {
-        id: Some(0),
-        ..Default::default()
-    };
-    assert_eq!(zero.encode_to_vec(), [0x08, 0x00]);
-    assert!(tram_pb::Present::default().encode_to_vec().is_empty());
-}
-
-/// A `Buf` in two pieces, whose first chunk is not the whole message.
-struct Buf2<'a>(&'a [u8], &'a [u8]);
-
-impl bytes::Buf for Buf2<'_> {
-    fn remaining(&self) -> usize {
-        self.0.len() + self.1.len()
-    }
-    fn chunk(&self) -> &[u8] {
-        if self.0.is_empty() { self.1 } else { self.0 }
-    }
-    fn advance(&mut self, mut cnt: usize) {
-        let first = cnt.min(self.0.len());
-        self.0 = &self.0[first..];
-        cnt -= first;
-        self.1 = &self.1[cnt..];
-    }
 }

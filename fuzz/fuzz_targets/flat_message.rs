@@ -4,7 +4,8 @@
 //! buffer in two pieces (the first byte picks the split) and merging into
 //! a message whose fields are all set, and through `&mut` a buffer, which
 //! must be left all read; what decodes re-encodes to prost's bytes. The
-//! same bytes then go to `Present`, a flat message of `optional` fields.
+//! same bytes then go to `Present`, a flat message of `optional` fields,
+//! and `Holder`, one of flat messages.
 #![no_main]
 
 use bytes::{Buf, Bytes};
@@ -128,7 +129,22 @@ fuzz_target!(|data: &[u8]| {
         (o, t) => panic!("{o:?} against {t:?}"),
     }
     present(wire);
+    holder(wire);
 });
+
+/// The same for `Holder`, whose message fields are flat messages: the
+/// same result, and the same message (by `Debug`) when it decodes; an
+/// error's partial message is prost's to leave as it stops.
+fn holder(wire: &[u8]) {
+    let ours = tram_pb::Holder::decode(Bytes::copy_from_slice(wire));
+    let theirs = prost_pb::Holder::decode(wire);
+    assert_eq!(ours.is_ok(), theirs.is_ok(), "{ours:?} against {theirs:?}");
+    if let (Ok(o), Ok(t)) = (&ours, &theirs) {
+        assert_eq!(format!("{o:?}"), format!("{t:?}"));
+        assert_eq!(o.encode_to_vec(), t.encode_to_vec());
+        assert_eq!(o.encoded_len(), t.encoded_len());
+    }
+}
 
 /// The same for `Present`, whose fields are proto3 `optional`: decoded
 /// fresh and merged into a filled one, compared by their `Debug` (which

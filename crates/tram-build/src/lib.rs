@@ -8,8 +8,8 @@
 //! cloning the `Bytes` first as prost does: the messages name
 //! `tram::codegen::prost`, or prost itself with [`Builder::plain_prost`]),
 //! and a flat message (every field a singular proto3 scalar, enum, string
-//! or `bytes`, `optional` or not: most requests and responses) gets a
-//! codec written here rather
+//! or `bytes`, `optional` or not, or a message of that kind: most requests
+//! and responses) gets a codec written here rather
 //! than prost's derive, which reads the message from one contiguous buffer
 //! with its keys matched as constants and hands anything it does not
 //! expect to prost (`tram::codegen::flat`); the structs are prost-build's

@@ -24,6 +24,9 @@ pub(super) enum Kind {
     Float,
     String,
     Bytes,
+    /// A message field whose type is a flat message without message
+    /// fields of its own, in the same module.
+    Message,
 }
 
 impl Kind {
@@ -43,6 +46,7 @@ impl Kind {
             "double" => Kind::Double,
             "float" => Kind::Float,
             "string" => Kind::String,
+            "message" => Kind::Message,
             _ => return None,
         })
     }
@@ -67,6 +71,7 @@ impl Kind {
                 Kind::Float => "float",
                 Kind::String => "string",
                 Kind::Bytes => "bytes",
+                Kind::Message => "message",
             }
         )
     }
@@ -74,7 +79,7 @@ impl Kind {
     pub(super) fn wire_type(self) -> u32 {
         match self {
             Kind::Fixed64 | Kind::Sfixed64 | Kind::Double => 1,
-            Kind::String | Kind::Bytes => 2,
+            Kind::String | Kind::Bytes | Kind::Message => 2,
             Kind::Fixed32 | Kind::Sfixed32 | Kind::Float => 5,
             _ => 0,
         }
@@ -95,8 +100,23 @@ pub(super) struct Field {
     pub(super) optional: bool,
 }
 
-/// The fields of `s` if it is a flat message.
-pub(super) fn flat_fields(s: &ItemStruct) -> Option<Vec<Field>> {
+/// The names of the structs among `items` that are flat messages with no
+/// message fields: the types a flat message's message fields may have.
+pub(super) fn leaves(items: &[syn::Item]) -> Vec<syn::Ident> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            syn::Item::Struct(s) => flat_fields(s, &[]).map(|_| s.ident.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The fields of `s` if it is a flat message: one whose message fields
+/// (if any) are of the types named in `leaves`, flat messages of the same
+/// module without message fields of their own, so that a flat message
+/// nests one level deep at most.
+pub(super) fn flat_fields(s: &ItemStruct, leaves: &[syn::Ident]) -> Option<Vec<Field>> {
     if !derives_message(&s.attrs) || !s.generics.params.is_empty() {
         return None;
     }
@@ -118,7 +138,14 @@ pub(super) fn flat_fields(s: &ItemStruct) -> Option<Vec<Field>> {
         let (Some(attr), None) = (prost.next(), prost.next()) else {
             return None;
         };
-        fields.push(field(f.ident.clone()?, attr)?);
+        let field = field(f.ident.clone()?, attr)?;
+        if field.kind == Kind::Message {
+            let ty = option_of(&f.ty)?;
+            if !leaves.iter().any(|l| ty.is_ident(l)) {
+                return None;
+            }
+        }
+        fields.push(field);
     }
     if fields.is_empty() {
         return None;
@@ -183,8 +210,9 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
     }
     let tag = tag.filter(|t| (1..(1 << 29)).contains(t))?;
     // An optional enum's accessors and `Debug` are prost's own shapes:
-    // its message keeps prost's derive.
-    if optional && enumeration.is_some() {
+    // its message keeps prost's derive. A message field is always an
+    // `Option`.
+    if optional && enumeration.is_some() || kind == Some(Kind::Message) && !optional {
         return None;
     }
     Some(Field {
@@ -195,6 +223,23 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
         enumeration,
         optional,
     })
+}
+
+/// `T` of a field's type `Option<T>` (as prost-build writes it:
+/// `::core::option::Option<T>`).
+fn option_of(ty: &syn::Type) -> Option<&syn::Path> {
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    if last.ident != "Option" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        syn::GenericArgument::Type(syn::Type::Path(t)) if args.args.len() == 1 => Some(&t.path),
+        _ => None,
+    }
 }
 
 fn prost_args(attr: &Attribute) -> Option<Punctuated<Meta, Token![,]>> {

@@ -1,6 +1,6 @@
 //! tram's own codec for flat messages: prost-build's output, rewritten
 //! where a message's fields are all singular proto3 scalars, enums,
-//! strings and bytes, `optional` or not.
+//! strings and bytes, `optional` or not, or such messages one level deep.
 //!
 //! prost's derive decodes a field at a time through `impl Buf`; for such a
 //! message this writes the `prost::Message` impl itself, with a `merge`
@@ -9,8 +9,11 @@
 //! (`tram::codegen::flat`, which says what it hands back to prost). An
 //! enum field is an `int32` with prost's accessors; a proto3 `optional`
 //! scalar, string or bytes field an `Option`, written whenever it is
-//! `Some`. Any other message (a `repeated`, map, oneof or message field,
-//! an optional enum, proto2 defaults) keeps prost's derive untouched. The struct, its fields and their types
+//! `Some`; a message field whose type is such a message without message
+//! fields, in the same module, its bytes sliced and merged by that
+//! message's own codec. Any other message (a `repeated`, map or oneof
+//! field, a deeper message field, an optional enum, proto2 defaults)
+//! keeps prost's derive untouched. The struct, its fields and their types
 //! are prost-build's; only the derive and its `#[prost]` attributes go.
 //!
 //! - `fields`: which structs are flat, from prost-build's attributes.
@@ -22,7 +25,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::{Item, ItemStruct};
 
-use fields::{Field, Kind, flat_fields, strip};
+use fields::{Field, Kind, flat_fields, leaves, strip};
 
 /// Rewrites every flat message in `source` (a file prost-build wrote);
 /// `None` if there is none, and the file stays as it is.
@@ -42,10 +45,11 @@ pub(crate) fn rewrite(source: &str) -> syn::Result<Option<String>> {
 fn rewrite_items(items: &mut Vec<Item>) -> bool {
     let mut any = false;
     let mut added = Vec::new();
+    let leaves = leaves(items);
     for item in items.iter_mut() {
         match item {
             Item::Struct(s) => {
-                if let Some(fields) = flat_fields(s) {
+                if let Some(fields) = flat_fields(s, &leaves) {
                     added.push(codec(s, &fields));
                     strip(s);
                     any = true;
@@ -93,6 +97,11 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         let key = key(f);
         let v = value(f);
         let put = match f.kind {
+            Kind::Message => quote! {
+                let len = #p::Message::encoded_len(value);
+                #flat::put_varint(buf, &[#(#key),*], len as u64);
+                #p::Message::encode_raw(value, buf);
+            },
             Kind::String => quote!(#flat::put_str(buf, &[#(#key),*], #v)),
             Kind::Bytes => quote!(#flat::put_bytes(buf, &[#(#key),*], #v)),
             Kind::Fixed32
@@ -116,6 +125,10 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         let key_len = key(f).len();
         let v = value(f);
         let len = match f.kind {
+            Kind::Message => quote!({
+                let len = #p::Message::encoded_len(value);
+                #key_len + #flat::varint_len(len as u64) + len
+            }),
             Kind::String | Kind::Bytes => {
                 let n = if f.optional {
                     quote!(value.len())
@@ -158,9 +171,11 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     // `bytes::Bytes` fields are sliced out of the buffer after the read,
     // when its borrow is over: their spans are kept until then (the last
     // of each field's, as prost keeps the last value).
+    // So are a message field's bytes, which its own `merge` then reads
+    // (its `bytes` fields slices of the same buffer, as prost's).
     let sliced: Vec<&Field> = fields
         .iter()
-        .filter(|f| f.kind == Kind::Bytes && !f.vec)
+        .filter(|f| f.kind == Kind::Bytes && !f.vec || f.kind == Kind::Message)
         .collect();
     let n_sliced = sliced.len();
     let read = fields.iter().map(|f| {
@@ -169,6 +184,19 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         let value = match f.kind {
             Kind::String => quote!(r.string()),
             Kind::Bytes if f.vec => quote!(r.slice().map(<[u8]>::to_vec)),
+            Kind::Message => {
+                let i = sliced
+                    .iter()
+                    .position(|s| s.ident == f.ident)
+                    .unwrap_or_default();
+                // Seen twice, a message field is merged twice: prost's.
+                return quote! {
+                    Some(#key) => match r.span() {
+                        Some(span) if spans[#i].is_none() => spans[#i] = Some(span),
+                        _ => break false,
+                    },
+                };
+            }
             Kind::Bytes => {
                 let i = sliced
                     .iter()
@@ -213,15 +241,10 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     });
     let taken: Vec<syn::Ident> = (0..n_sliced).map(|i| format_ident!("taken_{i}")).collect();
     let take = sliced.iter().zip(&taken).map(|(f, t)| {
-        let id = &f.ident;
-        let value = if f.optional {
-            quote!(Some(value))
-        } else {
-            quote!(value)
-        };
+        let set = set_sliced(f, &p);
         quote! {
             if let Some(value) = #t {
-                self.#id = #value;
+                #set
             }
         }
     });
@@ -235,16 +258,12 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     } else if n_sliced == 1 {
         // One field: the rest of the buffer from its start, usually the
         // whole rest, whose count a `Bytes` then leaves alone.
-        let id = &sliced[0].ident;
-        let value = if sliced[0].optional {
-            quote!(Some(buf.copy_to_bytes(len)))
-        } else {
-            quote!(buf.copy_to_bytes(len))
-        };
+        let set = set_sliced(sliced[0], &p);
         quote! {
             if let [Some((start, len))] = spans {
                 buf.advance(start);
-                self.#id = #value;
+                let value = buf.copy_to_bytes(len);
+                #set
             }
         }
     } else {
@@ -331,6 +350,8 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
             }
 
             fn merge(&mut self, mut buf: impl #p::bytes::Buf) -> ::core::result::Result<(), #p::DecodeError> {
+                #[allow(dead_code)]
+                const STRUCT_NAME: &str = stringify!(#name);
                 #spans
                 let chunk = buf.chunk();
                 let read = chunk.len() == buf.remaining() && {
@@ -371,6 +392,27 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     }
 }
 
+/// Sets a field taken as `value`, a slice of the buffer: a `bytes` field
+/// to it, a message field by merging it, as prost does (into the message
+/// made `Some` first; an error names the field, as prost's).
+fn set_sliced(f: &Field, p: &TokenStream) -> TokenStream {
+    let id = &f.ident;
+    match (f.kind, f.optional) {
+        (Kind::Message, _) => quote! {
+            #p::Message::merge(
+                self.#id.get_or_insert_with(::core::default::Default::default),
+                value,
+            )
+            .map_err(|mut error| {
+                error.push(STRUCT_NAME, stringify!(#id));
+                error
+            })?;
+        },
+        (_, true) => quote!(self.#id = Some(value);),
+        (_, false) => quote!(self.#id = value;),
+    }
+}
+
 /// A field's value in `encode_raw` and `encoded_len`: `value`, bound by
 /// [`when_set`] for an optional field; a string or bytes by reference.
 fn value(f: &Field) -> TokenStream {
@@ -391,7 +433,7 @@ fn when_set(f: &Field, then: TokenStream, otherwise: TokenStream) -> TokenStream
         // A string or bytes by reference, a number by value (a fixed
         // width's length needs none).
         return match f.kind {
-            Kind::String | Kind::Bytes => {
+            Kind::String | Kind::Bytes | Kind::Message => {
                 quote!(if let ::core::option::Option::Some(value) = &self.#id { #then } #otherwise)
             }
             _ if then.to_string().contains("value") => {
@@ -421,7 +463,9 @@ fn to_bits(kind: Kind, v: &TokenStream) -> TokenStream {
         Kind::Sint64 => quote!(((#v << 1) ^ (#v >> 63)) as u64),
         Kind::Sint32 => quote!(((#v << 1) ^ (#v >> 31)) as u32 as u64),
         Kind::Float | Kind::Double => quote!(#v.to_bits()),
-        Kind::String | Kind::Bytes => unreachable!("length-delimited fields have no bits"),
+        Kind::String | Kind::Bytes | Kind::Message => {
+            unreachable!("length-delimited fields have no bits")
+        }
     }
 }
 
@@ -441,6 +485,8 @@ fn from_bits(kind: Kind, x: TokenStream) -> TokenStream {
         }),
         Kind::Float => quote!(f32::from_bits(#x)),
         Kind::Double => quote!(f64::from_bits(#x)),
-        Kind::String | Kind::Bytes => unreachable!("length-delimited fields have no bits"),
+        Kind::String | Kind::Bytes | Kind::Message => {
+            unreachable!("length-delimited fields have no bits")
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! What `tram-build`'s own codec for flat messages calls: messages whose
 //! fields are all singular proto3 scalars, enums, strings and bytes,
-//! `optional` ones included (no `repeated`, map, oneof or message fields,
-//! no optional enum), which are most requests and responses of a busy
-//! service.
+//! `optional` ones included, or messages of that kind one level deep (no
+//! `repeated`, map or oneof fields, no optional enum), which are most
+//! requests and responses of a busy service.
 //!
 //! prost decodes a message a field at a time through `impl Buf`, with a
 //! call per varint and its checks on every key; for a two-field message
