@@ -184,28 +184,22 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         let value = match f.kind {
             Kind::String => quote!(r.string()),
             Kind::Bytes if f.vec => quote!(r.slice().map(<[u8]>::to_vec)),
-            Kind::Message => {
+            Kind::Message | Kind::Bytes => {
                 let i = sliced
                     .iter()
                     .position(|s| s.ident == f.ident)
                     .unwrap_or_default();
-                // Seen twice, a message field is merged twice: prost's.
-                return quote! {
-                    Some(#key) => match r.span() {
-                        Some(span) if spans[#i].is_none() => spans[#i] = Some(span),
-                        _ => break false,
-                    },
+                // A `bytes` field keeps its last value; a message field
+                // seen twice goes to prost, which merges it twice.
+                let again = if f.kind == Kind::Message {
+                    quote!(if spans[#i].is_none())
+                } else {
+                    quote!()
                 };
-            }
-            Kind::Bytes => {
-                let i = sliced
-                    .iter()
-                    .position(|s| s.ident == f.ident)
-                    .unwrap_or_default();
                 return quote! {
                     Some(#key) => match r.span() {
-                        Some(span) => spans[#i] = Some(span),
-                        None => break false,
+                        Some(span) #again => spans[#i] = Some(span),
+                        _ => break false,
                     },
                 };
             }
