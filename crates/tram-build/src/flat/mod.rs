@@ -118,7 +118,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 quote!(#flat::put_varint(buf, &[#(#key),*], #bits))
             }
         };
-        when_set(f, put, quote!())
+        when_set(f, put, quote!(), true)
     });
 
     let encoded_len = by_tag.iter().map(|f| {
@@ -145,7 +145,8 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 quote!(#key_len + #flat::varint_len(#bits))
             }
         };
-        when_set(f, len, quote!(else { 0 }))
+        let fixed = matches!(f.kind.wire_type(), 1 | 5);
+        when_set(f, len, quote!(else { 0 }), !fixed)
     });
 
     let merge = fields.iter().map(|f| {
@@ -419,21 +420,19 @@ fn value(f: &Field) -> TokenStream {
 }
 
 /// `then` if the field is written, `otherwise` (an `else` block, or
-/// nothing) if not: an optional field when it is `Some`, any other when it
-/// is not its zero, which proto3 leaves out.
-fn when_set(f: &Field, then: TokenStream, otherwise: TokenStream) -> TokenStream {
+/// nothing) if not: an optional field when it is `Some` (its value bound
+/// as `value` if `then` reads it), any other when it is not its zero,
+/// which proto3 leaves out.
+fn when_set(f: &Field, then: TokenStream, otherwise: TokenStream, reads: bool) -> TokenStream {
     let id = &f.ident;
     if f.optional {
-        // A string or bytes by reference, a number by value (a fixed
-        // width's length needs none).
+        // A string, bytes or message by reference, a number by value.
         return match f.kind {
+            _ if !reads => quote!(if self.#id.is_some() { #then } #otherwise),
             Kind::String | Kind::Bytes | Kind::Message => {
                 quote!(if let ::core::option::Option::Some(value) = &self.#id { #then } #otherwise)
             }
-            _ if then.to_string().contains("value") => {
-                quote!(if let ::core::option::Option::Some(value) = self.#id { #then } #otherwise)
-            }
-            _ => quote!(if self.#id.is_some() { #then } #otherwise),
+            _ => quote!(if let ::core::option::Option::Some(value) = self.#id { #then } #otherwise),
         };
     }
     let v = quote!(self.#id);
