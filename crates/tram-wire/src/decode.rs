@@ -166,11 +166,16 @@ impl FrameDecoder {
                 if !has_message && head != 2 + body_len {
                     return None;
                 }
-                let mut frame = src.split_to(2 + body_len).freeze();
-                let message = has_message.then(|| {
+                // Without a message nothing of the frame is kept: no
+                // slice, and no count taken on the read buffer.
+                let message = if has_message {
+                    let mut frame = src.split_to(2 + body_len).freeze();
                     frame.advance(head);
-                    frame
-                });
+                    Some(frame)
+                } else {
+                    src.advance(2 + body_len);
+                    None
+                };
                 Some(Frame::Call(Call {
                     call,
                     method: u32::from(method),
