@@ -90,42 +90,34 @@ fn encode<M: Message + Default>(bencher: Bencher<'_, '_>, shape: &str) {
     });
 }
 
+/// `$run::<$module::M>(bencher, shape)` for the message `M` of `shape`.
+macro_rules! by_shape {
+    ($run:ident, $module:ident, $bencher:expr, $shape:expr) => {
+        match $shape {
+            "keyed" => $run::<$module::Keyed>($bencher, $shape),
+            "flat" => $run::<$module::Flat>($bencher, $shape),
+            "present" => $run::<$module::Present>($bencher, $shape),
+            _ => $run::<$module::Holder>($bencher, $shape),
+        }
+    };
+}
+
 #[divan::bench(args = SHAPES)]
 fn decode_tram(bencher: Bencher<'_, '_>, shape: &str) {
-    match shape {
-        "keyed" => decode::<tram_pb::Keyed>(bencher, shape),
-        "flat" => decode::<tram_pb::Flat>(bencher, shape),
-        "present" => decode::<tram_pb::Present>(bencher, shape),
-        _ => decode::<tram_pb::Holder>(bencher, shape),
-    }
+    by_shape!(decode, tram_pb, bencher, shape)
 }
 
 #[divan::bench(args = SHAPES)]
 fn decode_prost(bencher: Bencher<'_, '_>, shape: &str) {
-    match shape {
-        "keyed" => decode::<prost_pb::Keyed>(bencher, shape),
-        "flat" => decode::<prost_pb::Flat>(bencher, shape),
-        "present" => decode::<prost_pb::Present>(bencher, shape),
-        _ => decode::<prost_pb::Holder>(bencher, shape),
-    }
+    by_shape!(decode, prost_pb, bencher, shape)
 }
 
 #[divan::bench(args = SHAPES)]
 fn encode_tram(bencher: Bencher<'_, '_>, shape: &str) {
-    match shape {
-        "keyed" => encode::<tram_pb::Keyed>(bencher, shape),
-        "flat" => encode::<tram_pb::Flat>(bencher, shape),
-        "present" => encode::<tram_pb::Present>(bencher, shape),
-        _ => encode::<tram_pb::Holder>(bencher, shape),
-    }
+    by_shape!(encode, tram_pb, bencher, shape)
 }
 
 #[divan::bench(args = SHAPES)]
 fn encode_prost(bencher: Bencher<'_, '_>, shape: &str) {
-    match shape {
-        "keyed" => encode::<prost_pb::Keyed>(bencher, shape),
-        "flat" => encode::<prost_pb::Flat>(bencher, shape),
-        "present" => encode::<prost_pb::Present>(bencher, shape),
-        _ => encode::<prost_pb::Holder>(bencher, shape),
-    }
+    by_shape!(encode, prost_pb, bencher, shape)
 }
