@@ -40,3 +40,17 @@ impl bytes::Buf for Buf2<'_> {
         self.1 = &self.1[cnt..];
     }
 }
+
+/// tram-build's `fields.rs`.
+pub(crate) const OURS: &str = include_str!(concat!(env!("OUT_DIR"), "/fields/fields.rs"));
+
+/// Whether tram-build wrote the codec of `name` itself (rather than
+/// keeping prost's derive on it).
+pub(crate) fn codec_is_tram_builds(name: &str) -> bool {
+    let at = OURS.find(&format!("pub struct {name} ")).unwrap();
+    let derive = OURS[..at].rfind("#[derive(").unwrap();
+    let prosts = OURS[derive..at].contains("::tram::codegen::prost::Message)]");
+    let ours = OURS.contains(&format!("impl ::tram::codegen::prost::Message for {name} "));
+    assert_ne!(prosts, ours, "{name}: both codecs or neither");
+    ours
+}
