@@ -1,8 +1,9 @@
 //! Nanoseconds to decode and encode a message with tram-build's codec for
 //! flat messages and with prost-build's derive, message shape by shape:
 //! `Keyed` (the shape of most requests: a number and `bytes`), `Flat`
-//! (every kind of singular field), `Present` (`optional` fields) and
-//! `Holder` (flat messages as fields).
+//! (every kind of singular field), `Present` (`optional` fields),
+//! `Holder` (flat messages as fields) and `Listed` (repeated numbers and
+//! strings).
 //!
 //! `cargo bench -p tram-examples --bench flat_codec`
 //!
@@ -66,12 +67,23 @@ fn wire(shape: &str) -> Bytes {
             tail: Bytes::from_static(b"tail"),
         }
         .encode_to_vec(),
+        "listed" => prost_pb::Listed {
+            ids: vec![1, 2, 300, 40_000, 5_000_000],
+            deltas: vec![-1, 2, -3],
+            reals: vec![0.5, 1.5],
+            names: vec!["alpha".into(), "beta".into(), "gamma".into()],
+            loose: vec![7, 8],
+            plain: 9,
+            tail: Bytes::from_static(b"tail"),
+            ..Default::default()
+        }
+        .encode_to_vec(),
         other => unreachable!("no shape {other}"),
     };
     Bytes::from(bytes)
 }
 
-const SHAPES: [&str; 4] = ["keyed", "flat", "present", "holder"];
+const SHAPES: [&str; 5] = ["keyed", "flat", "present", "holder", "listed"];
 
 /// Decodes `shape` as `M` from a fresh `Bytes` (a clone of one buffer).
 fn decode<M: Message + Default>(bencher: Bencher<'_, '_>, shape: &str) {
@@ -97,7 +109,8 @@ macro_rules! by_shape {
             "keyed" => $run::<$module::Keyed>($bencher, $shape),
             "flat" => $run::<$module::Flat>($bencher, $shape),
             "present" => $run::<$module::Present>($bencher, $shape),
-            _ => $run::<$module::Holder>($bencher, $shape),
+            "holder" => $run::<$module::Holder>($bencher, $shape),
+            _ => $run::<$module::Listed>($bencher, $shape),
         }
     };
 }

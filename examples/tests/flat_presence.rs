@@ -10,7 +10,7 @@ use prost::Message;
 
 mod flat;
 
-use flat::{Buf2, codec_is_tram_builds, or_zero, prost_pb, tram_pb};
+use flat::{codec_is_tram_builds, decode_alike, encoded_alike, or_zero, prost_pb, tram_pb};
 
 /// `fn $name(...) -> $module::Present`: one builder for both crates'.
 macro_rules! present_builder {
@@ -65,61 +65,6 @@ prop_compose! {
     ) -> PresentValues {
         (id, delta, flag, real, check, name, blob, plain)
     }
-}
-
-/// Decodes `wire` as `O` (tram-build's) and `T` (prost-build's): fresh,
-/// through `&mut` a buffer, merged into `filled`, from a buffer in two
-/// pieces. The messages are compared by their `Debug` (prost's for both,
-/// NaN equal to itself). With `strict`, also after an error: a message
-/// with message fields merges them after the others, where prost leaves
-/// a message it failed to merge into as it happened to stop.
-fn decode_alike<O, T>(wire: &[u8], filled: (O, T), strict: bool) -> Result<(), TestCaseError>
-where
-    O: Message + Default + std::fmt::Debug,
-    T: Message + Default + std::fmt::Debug,
-{
-    let theirs = T::decode(wire);
-    let ours = O::decode(Bytes::copy_from_slice(wire));
-    prop_assert_eq!(
-        ours.is_ok(),
-        theirs.is_ok(),
-        "{:?} against {:?}",
-        ours,
-        theirs
-    );
-    if let (Ok(o), Ok(t)) = (&ours, &theirs) {
-        prop_assert_eq!(format!("{o:?}"), format!("{t:?}"));
-    }
-    let mut rest = Bytes::copy_from_slice(wire);
-    if O::decode(&mut rest).is_ok() {
-        prop_assert!(rest.is_empty());
-    }
-    let (mut o, mut t) = filled;
-    let merged = (o.merge(Bytes::copy_from_slice(wire)), t.merge(wire));
-    prop_assert_eq!(merged.0.is_ok(), merged.1.is_ok());
-    if strict || merged.1.is_ok() {
-        prop_assert_eq!(format!("{o:?}"), format!("{t:?}"));
-    }
-    let half = wire.len() / 2;
-    let pieces = O::decode(Buf2(&wire[..half], &wire[half..]));
-    prop_assert_eq!(pieces.is_ok(), theirs.is_ok());
-    if let (Ok(p), Ok(t)) = (&pieces, &theirs) {
-        prop_assert_eq!(format!("{p:?}"), format!("{t:?}"));
-    }
-    Ok(())
-}
-
-/// The encoding of `ours`, checked to be prost's (`theirs`) byte for
-/// byte, in length, and in `Debug`.
-fn encoded_alike(
-    ours: &(impl Message + std::fmt::Debug),
-    theirs: &(impl Message + std::fmt::Debug),
-) -> Result<Vec<u8>, TestCaseError> {
-    let wire = ours.encode_to_vec();
-    prop_assert_eq!(&wire, &theirs.encode_to_vec());
-    prop_assert_eq!(ours.encoded_len(), theirs.encoded_len());
-    prop_assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
-    Ok(wire)
 }
 
 /// Every field of a `Present` set, to merge into.

@@ -2,7 +2,9 @@
 //! and from plain prost-build, and a few helpers.
 #![allow(dead_code)]
 
+use bytes::Bytes;
 use proptest::prelude::*;
+use prost::Message;
 
 /// `proto/fields.proto` from tram-build.
 #[allow(missing_docs, unreachable_pub, dead_code)]
@@ -53,4 +55,63 @@ pub(crate) fn codec_is_tram_builds(name: &str) -> bool {
     let ours = OURS.contains(&format!("impl ::tram::codegen::prost::Message for {name} "));
     assert_ne!(prosts, ours, "{name}: both codecs or neither");
     ours
+}
+
+/// Decodes `wire` as `O` (tram-build's) and `T` (prost-build's): fresh,
+/// through `&mut` a buffer, merged into `filled`, from a buffer in two
+/// pieces. The messages are compared by their `Debug` (prost's for both,
+/// NaN equal to itself). With `strict`, also after an error: a message
+/// with message fields merges them after the others, where prost leaves
+/// a message it failed to merge into as it happened to stop.
+pub(crate) fn decode_alike<O, T>(
+    wire: &[u8],
+    filled: (O, T),
+    strict: bool,
+) -> Result<(), TestCaseError>
+where
+    O: Message + Default + std::fmt::Debug,
+    T: Message + Default + std::fmt::Debug,
+{
+    let theirs = T::decode(wire);
+    let ours = O::decode(Bytes::copy_from_slice(wire));
+    prop_assert_eq!(
+        ours.is_ok(),
+        theirs.is_ok(),
+        "{:?} against {:?}",
+        ours,
+        theirs
+    );
+    if let (Ok(o), Ok(t)) = (&ours, &theirs) {
+        prop_assert_eq!(format!("{o:?}"), format!("{t:?}"));
+    }
+    let mut rest = Bytes::copy_from_slice(wire);
+    if O::decode(&mut rest).is_ok() {
+        prop_assert!(rest.is_empty());
+    }
+    let (mut o, mut t) = filled;
+    let merged = (o.merge(Bytes::copy_from_slice(wire)), t.merge(wire));
+    prop_assert_eq!(merged.0.is_ok(), merged.1.is_ok());
+    if strict || merged.1.is_ok() {
+        prop_assert_eq!(format!("{o:?}"), format!("{t:?}"));
+    }
+    let half = wire.len() / 2;
+    let pieces = O::decode(Buf2(&wire[..half], &wire[half..]));
+    prop_assert_eq!(pieces.is_ok(), theirs.is_ok());
+    if let (Ok(p), Ok(t)) = (&pieces, &theirs) {
+        prop_assert_eq!(format!("{p:?}"), format!("{t:?}"));
+    }
+    Ok(())
+}
+
+/// The encoding of `ours`, checked to be prost's (`theirs`) byte for
+/// byte, in length, and in `Debug`.
+pub(crate) fn encoded_alike(
+    ours: &(impl Message + std::fmt::Debug),
+    theirs: &(impl Message + std::fmt::Debug),
+) -> Result<Vec<u8>, TestCaseError> {
+    let wire = ours.encode_to_vec();
+    prop_assert_eq!(&wire, &theirs.encode_to_vec());
+    prop_assert_eq!(ours.encoded_len(), theirs.encoded_len());
+    prop_assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
+    Ok(wire)
 }

@@ -98,6 +98,24 @@ pub(super) struct Field {
     /// A proto3 `optional` field: an `Option`, written whenever it is
     /// `Some`, zero included.
     pub(super) optional: bool,
+    /// A `repeated` number or string: a `Vec`, each element appended as
+    /// it is read.
+    pub(super) repeated: bool,
+    /// A repeated number written packed (one length-delimited record),
+    /// as proto3 writes them unless told `[packed = false]`.
+    pub(super) packed: bool,
+}
+
+impl Field {
+    /// The wire type of the field's key as written: a packed field's
+    /// record is length-delimited.
+    pub(super) fn wire_type(&self) -> u32 {
+        if self.packed {
+            2
+        } else {
+            self.kind.wire_type()
+        }
+    }
 }
 
 /// The names of the structs among `items` that are flat messages with no
@@ -164,10 +182,17 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
     let mut vec = false;
     let mut enumeration = None;
     let mut optional = false;
+    let mut repeated = false;
+    let mut packed = None;
     for meta in prost_args(attr)? {
         match meta {
             Meta::Path(p) if p.is_ident("optional") => {
                 if std::mem::replace(&mut optional, true) {
+                    return None;
+                }
+            }
+            Meta::Path(p) if p.is_ident("repeated") => {
+                if std::mem::replace(&mut repeated, true) {
                     return None;
                 }
             }
@@ -187,6 +212,11 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
                 };
                 if nv.path.is_ident("tag") {
                     tag = Some(value.value().parse::<u32>().ok()?);
+                } else if nv.path.is_ident("packed") {
+                    let p = value.value().parse::<bool>().ok()?;
+                    if packed.replace(p).is_some() {
+                        return None;
+                    }
                 } else if nv.path.is_ident("enumeration") {
                     enumeration = Some(syn::parse_str::<syn::Path>(&value.value()).ok()?);
                     if kind.replace(Kind::Int32).is_some() {
@@ -215,13 +245,31 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
     if optional && enumeration.is_some() || kind == Some(Kind::Message) && !optional {
         return None;
     }
+    let kind = kind?;
+    // Repeated numbers and strings only: a repeated enum's accessors are
+    // prost's own shapes too, and repeated `bytes` and messages would be
+    // slices of the buffer without a bound on their number.
+    if repeated
+        && (optional || enumeration.is_some() || matches!(kind, Kind::Bytes | Kind::Message))
+    {
+        return None;
+    }
+    let number = !matches!(kind, Kind::String | Kind::Bytes | Kind::Message);
+    // prost's default: numbers packed.
+    let packed = match packed {
+        Some(p) if !repeated || p && !number => return None,
+        Some(p) => p,
+        None => repeated && number,
+    };
     Some(Field {
         ident,
-        kind: kind?,
+        kind,
         tag,
         vec,
         enumeration,
         optional,
+        repeated,
+        packed,
     })
 }
 

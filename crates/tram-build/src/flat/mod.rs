@@ -1,6 +1,7 @@
 //! tram's own codec for flat messages: prost-build's output, rewritten
-//! where a message's fields are all singular proto3 scalars, enums,
-//! strings and bytes, `optional` or not, or such messages one level deep.
+//! where a message's fields are all proto3 scalars, enums, strings and
+//! bytes, `optional` or not, repeated numbers and strings, or such
+//! messages one level deep.
 //!
 //! prost's derive decodes a field at a time through `impl Buf`; for such a
 //! message this writes the `prost::Message` impl itself, with a `merge`
@@ -9,17 +10,21 @@
 //! (`tram::codegen::flat`, which says what it hands back to prost). An
 //! enum field is an `int32` with prost's accessors; a proto3 `optional`
 //! scalar, string or bytes field an `Option`, written whenever it is
-//! `Some`; a message field whose type is such a message without message
-//! fields, in the same module, its bytes sliced and merged by that
-//! message's own codec. Any other message (a `repeated`, map or oneof
-//! field, a deeper message field, an optional enum, proto2 defaults)
+//! `Some`; a repeated number or string a `Vec`, a number read packed or
+//! not, whichever it is, and written as the field says; a message field
+//! whose type is such a message without message fields, in the same
+//! module, its bytes sliced and merged by that message's own codec. Any
+//! other message (a map or oneof field, a repeated enum, `bytes` or
+//! message, a deeper message field, an optional enum, proto2 defaults)
 //! keeps prost's derive untouched. The struct, its fields and their types
 //! are prost-build's; only the derive and its `#[prost]` attributes go.
 //!
 //! - `fields`: which structs are flat, from prost-build's attributes.
+//! - `repeated`: the code of a repeated field.
 //! - here: the rewrite, and the impls written for each flat struct.
 
 mod fields;
+mod repeated;
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -75,7 +80,12 @@ fn rewrite_items(items: &mut Vec<Item>) -> bool {
 
 /// A field's key, encoded as a varint.
 fn key(field: &Field) -> Vec<u8> {
-    let mut k = u64::from(field.tag << 3 | field.kind.wire_type());
+    key_bytes(field.tag, field.wire_type())
+}
+
+/// The key of field `tag` with wire type `wire_type`, encoded as a varint.
+fn key_bytes(tag: u32, wire_type: u32) -> Vec<u8> {
+    let mut k = u64::from(tag << 3 | wire_type);
     let mut out = Vec::new();
     while k >= 0x80 {
         out.push((k as u8) | 0x80);
@@ -94,6 +104,9 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     by_tag.sort_by_key(|f| f.tag);
 
     let encode = by_tag.iter().map(|f| {
+        if f.repeated {
+            return repeated::encode(f, &flat);
+        }
         let key = key(f);
         let v = value(f);
         let put = match f.kind {
@@ -122,6 +135,9 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     });
 
     let encoded_len = by_tag.iter().map(|f| {
+        if f.repeated {
+            return repeated::encoded_len(f, &flat);
+        }
         let key_len = key(f).len();
         let v = value(f);
         let len = match f.kind {
@@ -153,6 +169,15 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         let id = &f.ident;
         let tag = f.tag;
         let module = f.kind.module();
+        if f.repeated {
+            return quote! {
+                #tag => #p::encoding::#module::merge_repeated(wire_type, &mut self.#id, buf, ctx)
+                    .map_err(|mut error| {
+                        error.push(STRUCT_NAME, stringify!(#id));
+                        error
+                    }),
+            };
+        }
         // As prost's derive merges: an optional field into its value,
         // made `Some` first.
         let into = if f.optional {
@@ -180,10 +205,12 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         .collect();
     let n_sliced = sliced.len();
     let read = fields.iter().map(|f| {
+        if f.repeated {
+            return repeated::read(f, &flat);
+        }
         let id = &f.ident;
         let key = u64::from(f.tag << 3 | f.kind.wire_type());
         let value = match f.kind {
-            Kind::String => quote!(r.string()),
             Kind::Bytes if f.vec => quote!(r.slice().map(<[u8]>::to_vec)),
             Kind::Message | Kind::Bytes => {
                 let i = sliced
@@ -204,23 +231,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                     },
                 };
             }
-            Kind::Fixed64 => quote!(r.fixed64()),
-            Kind::Fixed32 => quote!(r.fixed32()),
-            Kind::Float => quote!(r.fixed32().map(f32::from_bits)),
-            Kind::Double => quote!(r.fixed64().map(f64::from_bits)),
-            Kind::Sfixed32 => {
-                let from = from_bits(f.kind, quote!(x));
-                quote!(r.fixed32().map(|x| #from))
-            }
-            Kind::Sfixed64 => {
-                let from = from_bits(f.kind, quote!(x));
-                quote!(r.fixed64().map(|x| #from))
-            }
-            Kind::Uint64 => quote!(r.varint()),
-            _ => {
-                let from = from_bits(f.kind, quote!(x));
-                quote!(r.varint().map(|x| #from))
-            }
+            kind => read_value(kind),
         };
         let set = if f.optional {
             quote!(self.#id = Some(value))
@@ -267,6 +278,21 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
             #(#take)*
         }
     };
+
+    // The lengths of the repeated fields before the read, which a
+    // fallback to prost goes back to.
+    let repeated: Vec<&Field> = fields.iter().filter(|f| f.repeated).collect();
+    let kept_names: Vec<syn::Ident> = (0..repeated.len())
+        .map(|i| format_ident!("kept_{i}"))
+        .collect();
+    let kept = repeated.iter().zip(&kept_names).map(|(f, k)| {
+        let id = &f.ident;
+        quote!(let #k = self.#id.len();)
+    });
+    let truncate = repeated.iter().zip(&kept_names).map(|(f, k)| {
+        let id = &f.ident;
+        quote!(self.#id.truncate(#k);)
+    });
 
     let debug = fields.iter().map(|f| {
         let id = &f.ident;
@@ -348,6 +374,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 #[allow(dead_code)]
                 const STRUCT_NAME: &str = stringify!(#name);
                 #spans
+                #(#kept)*
                 let chunk = buf.chunk();
                 let read = chunk.len() == buf.remaining() && {
                     let mut r = #flat::Reader::new(chunk);
@@ -363,7 +390,9 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 };
                 if !read {
                     // Anything unexpected: prost's merge, from the start
-                    // (what it sets again is what was set above).
+                    // (what it sets again is what was set above; what
+                    // was appended is taken off first).
+                    #(#truncate)*
                     return #flat::merge_with_prost(self, buf);
                 }
                 #take_sliced
@@ -443,6 +472,32 @@ fn when_set(f: &Field, then: TokenStream, otherwise: TokenStream, reads: bool) -
         _ => quote!(#v != 0),
     };
     quote!(if #set { #then } #otherwise)
+}
+
+/// An expression reading a number or a string of `kind` from the reader
+/// `r`: `Some(value)`, or `None` where prost would fail or differ.
+fn read_value(kind: Kind) -> TokenStream {
+    match kind {
+        Kind::String => quote!(r.string()),
+        Kind::Fixed64 => quote!(r.fixed64()),
+        Kind::Fixed32 => quote!(r.fixed32()),
+        Kind::Float => quote!(r.fixed32().map(f32::from_bits)),
+        Kind::Double => quote!(r.fixed64().map(f64::from_bits)),
+        Kind::Sfixed32 => {
+            let from = from_bits(kind, quote!(x));
+            quote!(r.fixed32().map(|x| #from))
+        }
+        Kind::Sfixed64 => {
+            let from = from_bits(kind, quote!(x));
+            quote!(r.fixed64().map(|x| #from))
+        }
+        Kind::Uint64 => quote!(r.varint()),
+        Kind::Bytes | Kind::Message => unreachable!("read as spans of the buffer"),
+        _ => {
+            let from = from_bits(kind, quote!(x));
+            quote!(r.varint().map(|x| #from))
+        }
+    }
 }
 
 /// A value as the bits prost writes: a varint's `u64`, a fixed field's

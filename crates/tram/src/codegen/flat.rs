@@ -1,8 +1,9 @@
 //! What `tram-build`'s own codec for flat messages calls: messages whose
-//! fields are all singular proto3 scalars, enums, strings and bytes,
-//! `optional` ones included, or messages of that kind one level deep (no
-//! `repeated`, map or oneof fields, no optional enum), which are most
-//! requests and responses of a busy service.
+//! fields are proto3 scalars, enums, strings and bytes, `optional` ones
+//! included, repeated numbers and strings, or messages of that kind one
+//! level deep (no map or oneof fields, no repeated enum, `bytes` or
+//! message, no optional enum), which are most requests and responses of
+//! a busy service.
 //!
 //! prost decodes a message a field at a time through `impl Buf`, with a
 //! call per varint and its checks on every key; for a two-field message
@@ -12,12 +13,14 @@
 //! streams) reads it instead from the buffer's one
 //! contiguous chunk with a [`Reader`], every field's key matched as a
 //! constant, and takes its `bytes` fields as slices of the buffer at the
-//! end. Anything it does not expect (an unknown or repeated-kind key, a
-//! wrong wire type, a truncated or overlong varint, a string that is not
-//! UTF-8, a buffer in pieces) sends the whole message back to prost's own
-//! decoding from the start ([`merge_with_prost`]), so the result, or the
-//! error, is always prost's: a field read before is read again, to the
-//! same value. Encoding writes each field's key and value with one copy
+//! end; a repeated number is read packed ([`extend_packed`]) or not,
+//! whichever it is. Anything it does not expect (an unknown key, a
+//! message field seen twice, a wrong wire type, a truncated or overlong
+//! varint, a string that is not UTF-8, a buffer in pieces) sends the whole
+//! message back to prost's own decoding from the start
+//! ([`merge_with_prost`]), so the result, or the error, is always
+//! prost's: a field read before is read again, to the same value, and a
+//! repeated field is first cut back to the length it had. Encoding writes each field's key and value with one copy
 //! rather than a byte at a time; the bytes are prost's, in prost's order.
 
 use ::prost::bytes::{Buf, BufMut, Bytes};
@@ -124,6 +127,35 @@ impl<'a> Reader<'a> {
     pub fn string(&mut self) -> Option<String> {
         std::str::from_utf8(self.slice()?).ok().map(str::to_owned)
     }
+}
+
+/// Reads a packed record of numbers (a length-delimited field) from `r`,
+/// each element with `read`, appending them to `out`; `None` where prost
+/// would fail (the record runs past the buffer, an element past the
+/// record's end), with what was appended left for the caller to take off.
+/// `width`: the bytes of a fixed-width element, 0 for varints.
+///
+/// Room for the record's elements is made first, in one allocation: a
+/// fixed-width record's length says how many, and a varint record has as
+/// many as it has bytes under 0x80 (each varint's last).
+#[inline]
+pub fn extend_packed<'a, T>(
+    r: &mut Reader<'a>,
+    out: &mut Vec<T>,
+    width: usize,
+    mut read: impl FnMut(&mut Reader<'a>) -> Option<T>,
+) -> Option<()> {
+    let (start, len) = r.span()?;
+    let bytes = &r.buf[start..start + len];
+    out.reserve(match width {
+        0 => bytes.iter().filter(|&&b| b < 0x80).count(),
+        w => len / w,
+    });
+    let mut record = Reader::new(bytes);
+    while !record.is_empty() {
+        out.push(read(&mut record)?);
+    }
+    Some(())
 }
 
 /// Merges `buf` into `msg` as prost's own `Message::merge` does, a field
@@ -290,6 +322,34 @@ mod tests {
         assert_eq!(none, None);
         assert_eq!(third.as_deref(), Some(&b"c"[..]));
         assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn a_packed_record_is_read_whole_or_not_at_all() {
+        // Two varints (1, 300) in a record of three bytes, then a byte after.
+        let mut r = Reader::new(&[3, 0x01, 0xac, 0x02, 0x07]);
+        let mut out = Vec::new();
+        assert_eq!(extend_packed(&mut r, &mut out, 0, Reader::varint), Some(()));
+        assert_eq!(out, [1, 300]);
+        assert_eq!(r.position(), 4);
+        // A varint running past the record's end fails, as in prost.
+        let mut r = Reader::new(&[2, 0x01, 0xac, 0x02]);
+        assert_eq!(
+            extend_packed(&mut r, &mut Vec::new(), 0, Reader::varint),
+            None
+        );
+        // So does a fixed-width record whose length is not a multiple.
+        let mut r = Reader::new(&[5, 1, 0, 0, 0, 2]);
+        assert_eq!(
+            extend_packed(&mut r, &mut Vec::new(), 4, Reader::fixed32),
+            None
+        );
+        // And a record longer than the buffer.
+        let mut r = Reader::new(&[9, 1]);
+        assert_eq!(
+            extend_packed(&mut r, &mut Vec::new(), 0, Reader::varint),
+            None
+        );
     }
 
     #[test]
