@@ -2,8 +2,8 @@
 //! flat messages and with prost-build's derive, message shape by shape:
 //! `Keyed` (the shape of most requests: a number and `bytes`), `Flat`
 //! (every kind of singular field), `Present` (`optional` fields),
-//! `Holder` (flat messages as fields) and `Listed` (repeated numbers and
-//! strings).
+//! `Holder` (flat messages as fields), `Listed` (repeated numbers and
+//! strings) and `Batch` (repeated messages and `bytes`).
 //!
 //! `cargo bench -p tram-examples --bench flat_codec`
 //!
@@ -78,12 +78,24 @@ fn wire(shape: &str) -> Bytes {
             ..Default::default()
         }
         .encode_to_vec(),
+        "batch" => prost_pb::Batch {
+            keys: (1..=4)
+                .map(|id| prost_pb::Keyed {
+                    id,
+                    value: Bytes::from_static(b"abcdefghijklmnop"),
+                })
+                .collect(),
+            blobs: vec![Bytes::from_static(b"blob"); 3],
+            n: 5,
+            ..Default::default()
+        }
+        .encode_to_vec(),
         other => unreachable!("no shape {other}"),
     };
     Bytes::from(bytes)
 }
 
-const SHAPES: [&str; 5] = ["keyed", "flat", "present", "holder", "listed"];
+const SHAPES: [&str; 6] = ["keyed", "flat", "present", "holder", "listed", "batch"];
 
 /// Decodes `shape` as `M` from a fresh `Bytes` (a clone of one buffer).
 fn decode<M: Message + Default>(bencher: Bencher<'_, '_>, shape: &str) {
@@ -110,7 +122,8 @@ macro_rules! by_shape {
             "flat" => $run::<$module::Flat>($bencher, $shape),
             "present" => $run::<$module::Present>($bencher, $shape),
             "holder" => $run::<$module::Holder>($bencher, $shape),
-            _ => $run::<$module::Listed>($bencher, $shape),
+            "listed" => $run::<$module::Listed>($bencher, $shape),
+            _ => $run::<$module::Batch>($bencher, $shape),
         }
     };
 }

@@ -1,7 +1,8 @@
 //! tram-build's codec for flat messages with repeated numbers and strings
-//! (`Listed`, and `ListHolder` one level up): it writes prost-build's
-//! bytes, reads a number packed or not whichever the bytes are, and reads
-//! whatever bytes it is given as prost does, a fallback to prost included.
+//! (`Listed`, and `ListHolder` one level up) and with repeated `bytes` and
+//! messages (`Batch`): it writes prost-build's bytes, reads a number
+//! packed or not whichever the bytes are, and reads whatever bytes it is
+//! given as prost does, a fallback to prost included.
 #![allow(clippy::unwrap_used)]
 
 use bytes::Bytes;
@@ -167,13 +168,11 @@ proptest! {
 }
 
 #[test]
-fn repeated_numbers_and_strings_are_tram_builds_but_not_enums_bytes_or_messages() {
+fn repeated_numbers_and_strings_are_tram_builds_but_not_enums() {
     assert!(codec_is_tram_builds("Listed"));
     assert!(codec_is_tram_builds("ListedTwin"));
     assert!(codec_is_tram_builds("ListHolder"));
     assert!(!codec_is_tram_builds("ListedShades"));
-    assert!(!codec_is_tram_builds("ListedBlobs"));
-    assert!(!codec_is_tram_builds("ListedKeys"));
 }
 
 #[test]
@@ -204,4 +203,126 @@ fn a_fallback_to_prost_does_not_read_elements_twice() {
     };
     msg.merge(&wire[..]).unwrap();
     assert_eq!(msg.ids, [9, 1, 2]);
+}
+
+/// The fields of a `Batch`: its `Keyed`s, blobs, first `Keyed`, tail, count
+/// and names.
+type BatchValues = (
+    Vec<(u64, Vec<u8>)>,
+    Vec<Vec<u8>>,
+    Option<(u64, Vec<u8>)>,
+    Vec<u8>,
+    u64,
+    Vec<String>,
+);
+
+/// `fn $name(...) -> $module::Batch`: one builder for both crates'.
+macro_rules! batch_builder {
+    ($name:ident, $module:ident) => {
+        fn $name(v: &BatchValues) -> $module::Batch {
+            let keyed = |(id, value): &(u64, Vec<u8>)| $module::Keyed {
+                id: *id,
+                value: Bytes::from(value.clone()),
+            };
+            $module::Batch {
+                keys: v.0.iter().map(keyed).collect(),
+                blobs: v.1.iter().cloned().map(Bytes::from).collect(),
+                first: v.2.as_ref().map(keyed),
+                tail: Bytes::from(v.3.clone()),
+                n: v.4,
+                names: v.5.clone(),
+            }
+        }
+    };
+}
+
+batch_builder!(tram_batch, tram_pb);
+batch_builder!(prost_batch, prost_pb);
+
+fn keyed_values() -> impl Strategy<Value = (u64, Vec<u8>)> {
+    (
+        or_zero(any::<u64>()),
+        proptest::collection::vec(any::<u8>(), 0..6),
+    )
+}
+
+prop_compose! {
+    fn batch_values()(
+        keys in few(keyed_values()),
+        blobs in few(proptest::collection::vec(any::<u8>(), 0..6)),
+        first in prop_oneof![1 => Just(None), 2 => keyed_values().prop_map(Some)],
+        tail in proptest::collection::vec(any::<u8>(), 0..6),
+        n in or_zero(any::<u64>()),
+        names in few("\\PC{0,4}"),
+    ) -> BatchValues {
+        (keys, blobs, first, tail, n, names)
+    }
+}
+
+/// `decode_alike` for `Batch`, merged into one holding an element of each.
+fn decode_batch_alike(wire: &[u8]) -> Result<(), TestCaseError> {
+    let some: BatchValues = (
+        vec![(1, b"k".to_vec())],
+        vec![b"b".to_vec()],
+        Some((2, b"f".to_vec())),
+        b"t".to_vec(),
+        3,
+        vec!["x".into()],
+    );
+    decode_alike(wire, (tram_batch(&some), prost_batch(&some)), false)
+}
+
+proptest! {
+    #[test]
+    fn repeated_bytes_and_messages_write_and_read_as_prosts(
+        v in batch_values(),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+        twice in any::<bool>(),
+    ) {
+        let (ours, theirs) = (tram_batch(&v), prost_batch(&v));
+        let mut wire = encoded_alike(&ours, &theirs)?;
+        decode_batch_alike(&wire)?;
+        if twice {
+            let again = wire.clone();
+            wire.extend_from_slice(&again);
+            decode_batch_alike(&wire)?;
+        }
+        if !wire.is_empty() {
+            let i = at.index(wire.len());
+            wire[i] = byte;
+            decode_batch_alike(&wire)?;
+        }
+    }
+
+    #[test]
+    fn repeated_bytes_and_messages_read_any_bytes_as_prost_does(
+        wire in proptest::collection::vec(any::<u8>(), 0..48),
+    ) {
+        decode_batch_alike(&wire)?;
+    }
+}
+
+#[test]
+fn repeated_bytes_and_messages_are_slices_of_the_buffer() {
+    assert!(codec_is_tram_builds("Batch"));
+    assert!(!codec_is_tram_builds("Holders"));
+    let v: BatchValues = (
+        vec![(1, b"one".to_vec()), (2, b"two".to_vec())],
+        vec![b"blob".to_vec(), Vec::new()],
+        None,
+        Vec::new(),
+        0,
+        Vec::new(),
+    );
+    let buf = Bytes::from(prost_batch(&v).encode_to_vec());
+    let msg = tram_pb::Batch::decode(buf.clone()).unwrap();
+    let inside = |b: &Bytes| {
+        let (start, at) = (buf.as_ptr() as usize, b.as_ptr() as usize);
+        b.is_empty() || at >= start && at < start + buf.len()
+    };
+    assert_eq!(msg.keys.len(), 2);
+    assert!(msg.keys.iter().all(|k| inside(&k.value)));
+    assert_eq!(msg.blobs, [&b"blob"[..], &b""[..]]);
+    assert!(msg.blobs.iter().all(inside));
 }

@@ -5,8 +5,8 @@
 //! a message whose fields are all set, and through `&mut` a buffer, which
 //! must be left all read; what decodes re-encodes to prost's bytes. The
 //! same bytes then go to `Present`, a flat message of `optional` fields,
-//! `Holder`, one of flat messages, and `Listed`, one of repeated numbers
-//! and strings.
+//! `Holder`, one of flat messages, `Listed`, one of repeated numbers and
+//! strings, and `Batch`, one of repeated `bytes` and messages.
 #![no_main]
 
 use bytes::{Buf, Bytes};
@@ -132,7 +132,22 @@ fuzz_target!(|data: &[u8]| {
     present(wire);
     holder(wire);
     listed(wire);
+    batch(wire);
 });
+
+/// The same for `Batch`, whose repeated `bytes` and messages are slices of
+/// the buffer: the same result, and the same message (by `Debug`) when it
+/// decodes.
+fn batch(wire: &[u8]) {
+    let ours = tram_pb::Batch::decode(Bytes::copy_from_slice(wire));
+    let theirs = prost_pb::Batch::decode(wire);
+    assert_eq!(ours.is_ok(), theirs.is_ok(), "{ours:?} against {theirs:?}");
+    if let (Ok(o), Ok(t)) = (&ours, &theirs) {
+        assert_eq!(format!("{o:?}"), format!("{t:?}"));
+        assert_eq!(o.encode_to_vec(), t.encode_to_vec());
+        assert_eq!(o.encoded_len(), t.encoded_len());
+    }
+}
 
 /// The same for `Listed`, whose fields are repeated: decoded fresh and
 /// merged into one holding an element of each (a fallback to prost after

@@ -98,8 +98,8 @@ pub(super) struct Field {
     /// A proto3 `optional` field: an `Option`, written whenever it is
     /// `Some`, zero included.
     pub(super) optional: bool,
-    /// A `repeated` number or string: a `Vec`, each element appended as
-    /// it is read.
+    /// A `repeated` field: a `Vec`, each element appended as it is read
+    /// (a `bytes` or message element once the read is over, sliced).
     pub(super) repeated: bool,
     /// A repeated number written packed (one length-delimited record),
     /// as proto3 writes them unless told `[packed = false]`.
@@ -158,7 +158,7 @@ pub(super) fn flat_fields(s: &ItemStruct, leaves: &[syn::Ident]) -> Option<Vec<F
         };
         let field = field(f.ident.clone()?, attr)?;
         if field.kind == Kind::Message {
-            let ty = option_of(&f.ty)?;
+            let ty = generic_of(&f.ty, if field.repeated { "Vec" } else { "Option" })?;
             if !leaves.iter().any(|l| ty.is_ident(l)) {
                 return None;
             }
@@ -239,21 +239,16 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
         }
     }
     let tag = tag.filter(|t| (1..(1 << 29)).contains(t))?;
-    // An optional enum's accessors and `Debug` are prost's own shapes:
-    // its message keeps prost's derive. A message field is always an
-    // `Option`.
-    if optional && enumeration.is_some() || kind == Some(Kind::Message) && !optional {
-        return None;
-    }
-    let kind = kind?;
-    // Repeated numbers and strings only: a repeated enum's accessors are
-    // prost's own shapes too, and repeated `bytes` and messages would be
-    // slices of the buffer without a bound on their number.
-    if repeated
-        && (optional || enumeration.is_some() || matches!(kind, Kind::Bytes | Kind::Message))
+    // An optional or repeated enum's accessors and `Debug` are prost's
+    // own shapes: its message keeps prost's derive. A singular message
+    // field is always an `Option`.
+    if (optional || repeated) && enumeration.is_some()
+        || optional && repeated
+        || kind == Some(Kind::Message) && optional == repeated
     {
         return None;
     }
+    let kind = kind?;
     let number = !matches!(kind, Kind::String | Kind::Bytes | Kind::Message);
     // prost's default: numbers packed.
     let packed = match packed {
@@ -273,12 +268,12 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
     })
 }
 
-/// `T` of a field's type `Option<T>` (as prost-build writes it:
-/// `::core::option::Option<T>`).
-fn option_of(ty: &syn::Type) -> Option<&syn::Path> {
+/// `T` of a field's type `Option<T>` or `Vec<T>` (`outer`, as prost-build
+/// writes them: `::core::option::Option<T>`, `::prost::alloc::vec::Vec<T>`).
+fn generic_of<'a>(ty: &'a syn::Type, outer: &str) -> Option<&'a syn::Path> {
     let syn::Type::Path(p) = ty else { return None };
     let last = p.path.segments.last()?;
-    if last.ident != "Option" {
+    if last.ident != outer {
         return None;
     }
     let syn::PathArguments::AngleBracketed(args) = &last.arguments else {

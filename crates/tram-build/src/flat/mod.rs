@@ -199,10 +199,12 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
     // of each field's, as prost keeps the last value).
     // So are a message field's bytes, which its own `merge` then reads
     // (its `bytes` fields slices of the same buffer, as prost's).
+    // A repeated one's spans go in a list of their own (`repeated`).
     let sliced: Vec<&Field> = fields
         .iter()
-        .filter(|f| f.kind == Kind::Bytes && !f.vec || f.kind == Kind::Message)
+        .filter(|f| is_sliced(f) && !f.repeated)
         .collect();
+    let lists = repeated::Lists::new(fields);
     let n_sliced = sliced.len();
     let read = fields.iter().map(|f| {
         if f.repeated {
@@ -255,11 +257,30 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         }
     });
     let spans = if n_sliced == 0 {
-        quote!()
+        lists.declare()
     } else {
-        quote!(let mut spans = [None; #n_sliced];)
+        let lists = lists.declare();
+        quote!(let mut spans = [None; #n_sliced]; #lists)
     };
-    let take_sliced = if n_sliced == 0 {
+    let take_sliced = if !lists.is_empty() {
+        // Slices of the whole message (taken whole from a `Bytes`, copied
+        // once from any other buffer), a count each.
+        let set = sliced.iter().enumerate().map(|(i, f)| {
+            let set = set_sliced(f, &p);
+            quote! {
+                if let Some((start, len)) = spans[#i] {
+                    let value = whole.slice(start..start + len);
+                    #set
+                }
+            }
+        });
+        let push = lists.take(&p);
+        quote! {
+            let whole = buf.copy_to_bytes(buf.remaining());
+            #(#set)*
+            #push
+        }
+    } else if n_sliced == 0 {
         quote!()
     } else if n_sliced == 1 {
         // One field: the rest of the buffer from its start, usually the
@@ -279,9 +300,12 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         }
     };
 
-    // The lengths of the repeated fields before the read, which a
+    // The lengths of the repeated fields appended to in the read, which a
     // fallback to prost goes back to.
-    let repeated: Vec<&Field> = fields.iter().filter(|f| f.repeated).collect();
+    let repeated: Vec<&Field> = fields
+        .iter()
+        .filter(|f| f.repeated && !is_sliced(f))
+        .collect();
     let kept_names: Vec<syn::Ident> = (0..repeated.len())
         .map(|i| format_ident!("kept_{i}"))
         .collect();
@@ -414,6 +438,12 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
             }
         }
     }
+}
+
+/// Whether the field is read as a span of the buffer and sliced out after
+/// the read: a `bytes::Bytes` field or a message.
+fn is_sliced(f: &Field) -> bool {
+    f.kind == Kind::Bytes && !f.vec || f.kind == Kind::Message
 }
 
 /// Sets a field taken as `value`, a slice of the buffer: a `bytes` field
