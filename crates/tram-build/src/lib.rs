@@ -7,9 +7,10 @@
 //! buffer, without copying, and encoded by copying their bytes rather than
 //! cloning the `Bytes` first as prost does: the messages name
 //! `tram::codegen::prost`, or prost itself with [`Builder::plain_prost`]),
-//! and a flat message (every field a singular proto3 scalar, enum, string
-//! or `bytes`, `optional` or not, or a message of that kind: most requests
-//! and responses) gets a codec written here rather
+//! and a flat message (every field a proto3 scalar, enum, string or
+//! `bytes`, `optional` or `repeated` or neither, or a message of that
+//! kind, single or repeated: most requests and responses) gets a codec
+//! written here rather
 //! than prost's derive, which reads the message from one contiguous buffer
 //! with its keys matched as constants and hands anything it does not
 //! expect to prost (`tram::codegen::flat`); the structs are prost-build's

@@ -1,7 +1,7 @@
 //! tram's own codec for flat messages: prost-build's output, rewritten
 //! where a message's fields are all proto3 scalars, enums, strings and
-//! bytes, `optional` or not, repeated numbers and strings, or such
-//! messages one level deep.
+//! bytes, `optional`, `repeated` or neither, or such messages one level
+//! deep, single or repeated.
 //!
 //! prost's derive decodes a field at a time through `impl Buf`; for such a
 //! message this writes the `prost::Message` impl itself, with a `merge`
@@ -10,13 +10,13 @@
 //! (`tram::codegen::flat`, which says what it hands back to prost). An
 //! enum field is an `int32` with prost's accessors; a proto3 `optional`
 //! scalar, string or bytes field an `Option`, written whenever it is
-//! `Some`; a repeated number or string a `Vec`, a number read packed or
-//! not, whichever it is, and written as the field says; a message field
-//! whose type is such a message without message fields, in the same
-//! module, its bytes sliced and merged by that message's own codec. Any
-//! other message (a map or oneof field, a repeated enum, `bytes` or
-//! message, a deeper message field, an optional enum, proto2 defaults)
-//! keeps prost's derive untouched. The struct, its fields and their types
+//! `Some`; a repeated field a `Vec`, a number read packed or not,
+//! whichever it is, and written as the field says; a message field, single
+//! or repeated, whose type is such a message without message fields, in
+//! the same module, its bytes sliced and merged by that message's own
+//! codec (a repeated `bytes` field's elements sliced too). Any other
+//! message (a map or oneof field, a repeated or optional enum, a deeper
+//! message field, proto2 defaults) keeps prost's derive untouched. The struct, its fields and their types
 //! are prost-build's; only the derive and its `#[prost]` attributes go.
 //!
 //! - `fields`: which structs are flat, from prost-build's attributes.

@@ -1,9 +1,8 @@
 //! What `tram-build`'s own codec for flat messages calls: messages whose
-//! fields are proto3 scalars, enums, strings and bytes, `optional` ones
-//! included, repeated numbers and strings, or messages of that kind one
-//! level deep (no map or oneof fields, no repeated enum, `bytes` or
-//! message, no optional enum), which are most requests and responses of
-//! a busy service.
+//! fields are proto3 scalars, enums, strings and bytes, `optional` or
+//! `repeated` ones included, or messages of that kind one level deep,
+//! single or repeated (no map or oneof fields, no optional or repeated
+//! enum), which are most requests and responses of a busy service.
 //!
 //! prost decodes a message a field at a time through `impl Buf`, with a
 //! call per varint and its checks on every key; for a two-field message
@@ -13,7 +12,8 @@
 //! streams) reads it instead from the buffer's one
 //! contiguous chunk with a [`Reader`], every field's key matched as a
 //! constant, and takes its `bytes` fields as slices of the buffer at the
-//! end; a repeated number is read packed ([`extend_packed`]) or not,
+//! end, as it does each element of a repeated `bytes` or message field; a
+//! repeated number is read packed ([`extend_packed`]) or not,
 //! whichever it is. Anything it does not expect (an unknown key, a
 //! message field seen twice, a wrong wire type, a truncated or overlong
 //! varint, a string that is not UTF-8, a buffer in pieces) sends the whole
