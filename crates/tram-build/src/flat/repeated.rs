@@ -10,7 +10,8 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 use super::fields::{Field, Kind};
-use super::{is_sliced, key_bytes, read_value, to_bits};
+use super::is_sliced;
+use super::values::{key_bytes, read_value, to_bits};
 
 /// The repeated fields whose elements are slices of the buffer, and the
 /// lists of their spans.
