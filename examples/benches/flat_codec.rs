@@ -3,7 +3,8 @@
 //! `Keyed` (the shape of most requests: a number and `bytes`), `Flat`
 //! (every kind of singular field), `Present` (`optional` fields),
 //! `Holder` (flat messages as fields), `Listed` (repeated numbers and
-//! strings) and `Batch` (repeated messages and `bytes`).
+//! strings), `Batch` (repeated messages and `bytes`) and `Choice` (two
+//! oneofs, one holding a message).
 //!
 //! `cargo bench -p tram-examples --bench flat_codec`
 //!
@@ -90,12 +91,21 @@ fn wire(shape: &str) -> Bytes {
             ..Default::default()
         }
         .encode_to_vec(),
+        "choice" => prost_pb::Choice {
+            id: 9,
+            pick: Some(prost_pb::choice::Pick::Key(keyed)),
+            tail: Bytes::from_static(b"tail"),
+            other: Some(prost_pb::choice::Other::Check(7)),
+        }
+        .encode_to_vec(),
         other => unreachable!("no shape {other}"),
     };
     Bytes::from(bytes)
 }
 
-const SHAPES: [&str; 6] = ["keyed", "flat", "present", "holder", "listed", "batch"];
+const SHAPES: [&str; 7] = [
+    "keyed", "flat", "present", "holder", "listed", "batch", "choice",
+];
 
 /// Decodes `shape` as `M` from a fresh `Bytes` (a clone of one buffer).
 fn decode<M: Message + Default>(bencher: Bencher<'_, '_>, shape: &str) {
@@ -123,7 +133,8 @@ macro_rules! by_shape {
             "present" => $run::<$module::Present>($bencher, $shape),
             "holder" => $run::<$module::Holder>($bencher, $shape),
             "listed" => $run::<$module::Listed>($bencher, $shape),
-            _ => $run::<$module::Batch>($bencher, $shape),
+            "batch" => $run::<$module::Batch>($bencher, $shape),
+            _ => $run::<$module::Choice>($bencher, $shape),
         }
     };
 }

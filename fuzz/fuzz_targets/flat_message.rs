@@ -6,7 +6,8 @@
 //! must be left all read; what decodes re-encodes to prost's bytes. The
 //! same bytes then go to `Present`, a flat message of `optional` fields,
 //! `Holder`, one of flat messages, `Listed`, one of repeated numbers and
-//! strings, and `Batch`, one of repeated `bytes` and messages.
+//! strings, `Batch`, one of repeated `bytes` and messages, and `Choice`,
+//! one of oneofs.
 #![no_main]
 
 use bytes::{Buf, Bytes};
@@ -133,7 +134,41 @@ fuzz_target!(|data: &[u8]| {
     holder(wire);
     listed(wire);
     batch(wire);
+    choice(wire);
 });
+
+/// The same for `Choice`, whose oneofs' variants are read at once or
+/// sliced out after the read: decoded fresh, and merged into one holding a
+/// message variant (which a second one merges into).
+fn choice(wire: &[u8]) {
+    let ours = tram_pb::Choice::decode(Bytes::copy_from_slice(wire));
+    let theirs = prost_pb::Choice::decode(wire);
+    assert_eq!(ours.is_ok(), theirs.is_ok(), "{ours:?} against {theirs:?}");
+    if let (Ok(o), Ok(t)) = (&ours, &theirs) {
+        assert_eq!(format!("{o:?}"), format!("{t:?}"));
+        assert_eq!(o.encode_to_vec(), t.encode_to_vec());
+        assert_eq!(o.encoded_len(), t.encoded_len());
+    }
+    macro_rules! filled_choice {
+        ($module:ident) => {
+            $module::Choice {
+                id: 1,
+                pick: Some($module::choice::Pick::Key($module::Keyed {
+                    id: 2,
+                    value: Bytes::from_static(b"k"),
+                })),
+                tail: Bytes::from_static(b"t"),
+                other: Some($module::choice::Other::Flag(true)),
+            }
+        };
+    }
+    let (mut o, mut t) = (filled_choice!(tram_pb), filled_choice!(prost_pb));
+    let merged = (o.merge(Bytes::copy_from_slice(wire)), t.merge(wire));
+    assert_eq!(merged.0.is_ok(), merged.1.is_ok());
+    if merged.1.is_ok() {
+        assert_eq!(format!("{o:?}"), format!("{t:?}"));
+    }
+}
 
 /// The same for `Batch`, whose repeated `bytes` and messages are slices of
 /// the buffer: the same result, and the same message (by `Debug`) when it

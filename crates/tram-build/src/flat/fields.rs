@@ -6,6 +6,8 @@ use quote::format_ident;
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Fields, ItemStruct, Lit, Meta, Token};
 
+use super::oneof::Oneof;
+
 /// How a field is written on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
@@ -119,22 +121,27 @@ impl Field {
 }
 
 /// The names of the structs among `items` that are flat messages with no
-/// message fields: the types a flat message's message fields may have.
+/// message fields (nor oneof variants that are messages): the types a flat
+/// message's message fields may have.
 pub(super) fn leaves(items: &[syn::Item]) -> Vec<syn::Ident> {
     items
         .iter()
         .filter_map(|item| match item {
-            syn::Item::Struct(s) => flat_fields(s, &[]).map(|_| s.ident.clone()),
+            syn::Item::Struct(s) => flat_fields(s, items, &[]).map(|_| s.ident.clone()),
             _ => None,
         })
         .collect()
 }
 
-/// The fields of `s` if it is a flat message: one whose message fields
-/// (if any) are of the types named in `leaves`, flat messages of the same
-/// module without message fields of their own, so that a flat message
-/// nests one level deep at most.
-pub(super) fn flat_fields(s: &ItemStruct, leaves: &[syn::Ident]) -> Option<Vec<Field>> {
+/// The fields of `s` (one of `items`) if it is a flat message: one whose
+/// message fields and oneof variants (if any) are of the types named in
+/// `leaves`, flat messages of the same module without message fields of
+/// their own, so that a flat message nests one level deep at most.
+pub(super) fn flat_fields(
+    s: &ItemStruct,
+    items: &[syn::Item],
+    leaves: &[syn::Ident],
+) -> Option<Flat> {
     if !derives_message(&s.attrs) || !s.generics.params.is_empty() {
         return None;
     }
@@ -151,12 +158,17 @@ pub(super) fn flat_fields(s: &ItemStruct, leaves: &[syn::Ident]) -> Option<Vec<F
         return None;
     };
     let mut fields = Vec::new();
-    for f in &named.named {
+    let mut oneofs = Vec::new();
+    for (position, f) in named.named.iter().enumerate() {
         let mut prost = f.attrs.iter().filter(|a| a.path().is_ident("prost"));
         let (Some(attr), None) = (prost.next(), prost.next()) else {
             return None;
         };
-        let field = field(f.ident.clone()?, attr)?;
+        if let Some(oneof) = Oneof::parse(f, attr, items, leaves) {
+            oneofs.push(oneof.at(position));
+            continue;
+        }
+        let field = field(f.ident.clone()?, attr, false)?;
         if field.kind == Kind::Message {
             let ty = generic_of(&f.ty, if field.repeated { "Vec" } else { "Option" })?;
             if !leaves.iter().any(|l| ty.is_ident(l)) {
@@ -165,18 +177,31 @@ pub(super) fn flat_fields(s: &ItemStruct, leaves: &[syn::Ident]) -> Option<Vec<F
         }
         fields.push(field);
     }
-    if fields.is_empty() {
+    if fields.is_empty() && oneofs.is_empty() {
         return None;
     }
-    let mut tags: Vec<u32> = fields.iter().map(|f| f.tag).collect();
+    let mut tags: Vec<u32> = fields
+        .iter()
+        .chain(oneofs.iter().flat_map(|o| &o.variants))
+        .map(|f| f.tag)
+        .collect();
+    let n = tags.len();
     tags.sort_unstable();
     tags.dedup();
-    (tags.len() == fields.len()).then_some(fields)
+    (tags.len() == n).then_some(Flat { fields, oneofs })
+}
+
+/// The fields of a flat message: its plain fields and its oneofs, each in
+/// the struct's order.
+pub(super) struct Flat {
+    pub(super) fields: Vec<Field>,
+    pub(super) oneofs: Vec<Oneof>,
 }
 
 /// A field from its `#[prost(...)]` attribute, if it is one a flat
-/// message may have: a kind and a tag, nothing else.
-fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
+/// message may have: a kind and a tag, nothing else. `variant`: a oneof's
+/// variant, never `optional` or `repeated` (a message one included).
+pub(super) fn field(ident: syn::Ident, attr: &Attribute, variant: bool) -> Option<Field> {
     let mut kind = None;
     let mut tag = None;
     let mut vec = false;
@@ -193,6 +218,12 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
             }
             Meta::Path(p) if p.is_ident("repeated") => {
                 if std::mem::replace(&mut repeated, true) {
+                    return None;
+                }
+            }
+            // A oneof's `bytes` variant names no type: its own says.
+            Meta::Path(p) if variant && p.is_ident("bytes") => {
+                if kind.replace(Kind::Bytes).is_some() {
                     return None;
                 }
             }
@@ -244,7 +275,8 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
     // field is always an `Option`.
     if (optional || repeated) && enumeration.is_some()
         || optional && repeated
-        || kind == Some(Kind::Message) && optional == repeated
+        || variant && (optional || repeated)
+        || kind == Some(Kind::Message) && optional == repeated && !variant
     {
         return None;
     }
@@ -270,7 +302,7 @@ fn field(ident: syn::Ident, attr: &Attribute) -> Option<Field> {
 
 /// `T` of a field's type `Option<T>` or `Vec<T>` (`outer`, as prost-build
 /// writes them: `::core::option::Option<T>`, `::prost::alloc::vec::Vec<T>`).
-fn generic_of<'a>(ty: &'a syn::Type, outer: &str) -> Option<&'a syn::Path> {
+pub(super) fn generic_of<'a>(ty: &'a syn::Type, outer: &str) -> Option<&'a syn::Path> {
     let syn::Type::Path(p) = ty else { return None };
     let last = p.path.segments.last()?;
     if last.ident != outer {
@@ -285,7 +317,7 @@ fn generic_of<'a>(ty: &'a syn::Type, outer: &str) -> Option<&'a syn::Path> {
     }
 }
 
-fn prost_args(attr: &Attribute) -> Option<Punctuated<Meta, Token![,]>> {
+pub(super) fn prost_args(attr: &Attribute) -> Option<Punctuated<Meta, Token![,]>> {
     attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
         .ok()
 }
@@ -298,7 +330,7 @@ fn is_message(path: &syn::Path) -> bool {
     path.segments.last().is_some_and(|s| s.ident == "Message")
 }
 
-fn derives(attrs: &[Attribute]) -> Vec<syn::Path> {
+pub(super) fn derives(attrs: &[Attribute]) -> Vec<syn::Path> {
     attrs
         .iter()
         .filter(|a| a.path().is_ident("derive"))

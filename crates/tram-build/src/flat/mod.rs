@@ -20,11 +20,13 @@
 //! are prost-build's; only the derive and its `#[prost]` attributes go.
 //!
 //! - `fields`: which structs are flat, from prost-build's attributes.
+//! - `oneof`: the code of a oneof field.
 //! - `repeated`: the code of a repeated field.
 //! - `values`: keys, and how a number is read and written.
 //! - here: the rewrite, and the impls written for each flat struct.
 
 mod fields;
+mod oneof;
 mod repeated;
 mod values;
 
@@ -32,7 +34,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::{Item, ItemStruct};
 
-use fields::{Field, Kind, flat_fields, leaves, strip};
+use fields::{Field, Flat, Kind, flat_fields, leaves, strip};
 use values::{key, read_value, to_bits};
 
 /// Rewrites every flat message in `source` (a file prost-build wrote);
@@ -54,11 +56,18 @@ fn rewrite_items(items: &mut Vec<Item>) -> bool {
     let mut any = false;
     let mut added = Vec::new();
     let leaves = leaves(items);
-    for item in items.iter_mut() {
+    let flats: Vec<Option<Flat>> = items
+        .iter()
+        .map(|item| match item {
+            Item::Struct(s) => flat_fields(s, items, &leaves),
+            _ => None,
+        })
+        .collect();
+    for (item, flat) in items.iter_mut().zip(flats) {
         match item {
             Item::Struct(s) => {
-                if let Some(fields) = flat_fields(s, &leaves) {
-                    added.push(codec(s, &fields));
+                if let Some(flat) = flat {
+                    added.push(codec(s, &flat));
                     strip(s);
                     any = true;
                 }
@@ -82,16 +91,21 @@ fn rewrite_items(items: &mut Vec<Item>) -> bool {
 }
 
 /// The `prost::Message` and `Debug` impls of a flat message.
-fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
+fn codec(s: &ItemStruct, flat_message: &Flat) -> TokenStream {
+    let (fields, oneofs) = (&flat_message.fields[..], &flat_message.oneofs[..]);
     let name = &s.ident;
     let p = quote!(::tram::codegen::prost);
     let flat = quote!(::tram::codegen::flat);
     let mut by_tag: Vec<&Field> = fields.iter().collect();
     by_tag.sort_by_key(|f| f.tag);
 
-    let encode = by_tag.iter().map(|f| {
+    // Written in the order of tags, a oneof at its smallest, as prost's
+    // derive writes them.
+    let mut encode: Vec<(u32, TokenStream)> =
+        oneofs.iter().map(|o| (o.first_tag(), o.encode())).collect();
+    encode.extend(by_tag.iter().map(|f| {
         if f.repeated {
-            return repeated::encode(f, &flat);
+            return (f.tag, repeated::encode(f, &flat));
         }
         let key = key(f);
         let v = value(f);
@@ -117,8 +131,10 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 quote!(#flat::put_varint(buf, &[#(#key),*], #bits))
             }
         };
-        when_set(f, put, quote!(), true)
-    });
+        (f.tag, when_set(f, put, quote!(), true))
+    }));
+    encode.sort_by_key(|(tag, _)| *tag);
+    let encode = encode.into_iter().map(|(_, tokens)| tokens);
 
     let encoded_len = by_tag.iter().map(|f| {
         if f.repeated {
@@ -150,6 +166,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         let fixed = matches!(f.kind.wire_type(), 1 | 5);
         when_set(f, len, quote!(else { 0 }), !fixed)
     });
+    let encoded_len = encoded_len.chain(oneofs.iter().map(|o| o.encoded_len()));
 
     let merge = fields.iter().map(|f| {
         let id = &f.ident;
@@ -179,6 +196,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
                 }),
         }
     });
+    let merge = merge.chain(oneofs.iter().map(|o| o.merge_arm()));
 
     // `bytes::Bytes` fields are sliced out of the buffer after the read,
     // when its borrow is over: their spans are kept until then (the last
@@ -233,6 +251,7 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
             },
         }
     });
+    let read = read.chain(oneofs.iter().map(|o| o.read_arms()));
     let taken: Vec<syn::Ident> = (0..n_sliced).map(|i| format_ident!("taken_{i}")).collect();
     let take = sliced.iter().zip(&taken).map(|(f, t)| {
         let set = set_sliced(f, &p);
@@ -242,13 +261,13 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
             }
         }
     });
-    let spans = if n_sliced == 0 {
-        lists.declare()
-    } else {
+    let spans = {
         let lists = lists.declare();
-        quote!(let mut spans = [None; #n_sliced]; #lists)
+        let oneofs = oneofs.iter().map(|o| o.declare());
+        let spans = (n_sliced > 0).then(|| quote!(let mut spans = [None; #n_sliced];));
+        quote!(#spans #lists #(#oneofs)*)
     };
-    let take_sliced = if !lists.is_empty() {
+    let take_sliced = if !lists.is_empty() || oneofs.iter().any(|o| o.defers()) {
         // Slices of the whole message (taken whole from a `Bytes`, copied
         // once from any other buffer), a count each.
         let set = sliced.iter().enumerate().map(|(i, f)| {
@@ -261,10 +280,12 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
             }
         });
         let push = lists.take(&p);
+        let oneofs = oneofs.iter().map(|o| o.take(&p));
         quote! {
             let whole = buf.copy_to_bytes(buf.remaining());
             #(#set)*
             #push
+            #(#oneofs)*
         }
     } else if n_sliced == 0 {
         quote!()
@@ -304,15 +325,24 @@ fn codec(s: &ItemStruct, fields: &[Field]) -> TokenStream {
         quote!(self.#id.truncate(#k);)
     });
 
-    let debug = fields.iter().map(|f| {
-        let id = &f.ident;
-        match &f.enumeration {
-            Some(ty) => {
-                quote!(builder.field(stringify!(#id), &#flat::EnumDebug::<#ty>::new(self.#id));)
+    // In the struct's order, a oneof in its place.
+    let mut debug: Vec<TokenStream> = fields
+        .iter()
+        .map(|f| {
+            let id = &f.ident;
+            match &f.enumeration {
+                Some(ty) => {
+                    quote!(builder.field(stringify!(#id), &#flat::EnumDebug::<#ty>::new(self.#id));)
+                }
+                None => quote!(builder.field(stringify!(#id), &self.#id);),
             }
-            None => quote!(builder.field(stringify!(#id), &self.#id);),
-        }
-    });
+        })
+        .collect();
+    for o in oneofs {
+        let id = &o.ident;
+        let at = o.position.min(debug.len());
+        debug.insert(at, quote!(builder.field(stringify!(#id), &self.#id);));
+    }
     let methods: Vec<TokenStream> = fields
         .iter()
         .filter_map(|f| {
