@@ -209,7 +209,18 @@ fn codec(s: &ItemStruct, flat_message: &Flat) -> TokenStream {
         .filter(|f| is_sliced(f) && !f.repeated)
         .collect();
     let lists = repeated::Lists::new(fields);
-    let n_sliced = sliced.len();
+    // The slots of `spans`: the sliced fields', then one for each oneof
+    // with a variant read as a span. Each slot's code sets what was read
+    // there from its slice, `value`.
+    let mut slots: Vec<TokenStream> = sliced.iter().map(|f| set_sliced(f, &p)).collect();
+    let mut oneof_slots = Vec::new();
+    for o in oneofs {
+        oneof_slots.push(o.defers().then_some(slots.len()));
+        if o.defers() {
+            slots.push(o.set_pending(&p));
+        }
+    }
+    let n_sliced = slots.len();
     let read = fields.iter().map(|f| {
         if f.repeated {
             return repeated::read(f, &flat);
@@ -251,10 +262,14 @@ fn codec(s: &ItemStruct, flat_message: &Flat) -> TokenStream {
             },
         }
     });
-    let read = read.chain(oneofs.iter().map(|o| o.read_arms()));
+    let read = read.chain(
+        oneofs
+            .iter()
+            .zip(&oneof_slots)
+            .map(|(o, slot)| o.read_arms(*slot)),
+    );
     let taken: Vec<syn::Ident> = (0..n_sliced).map(|i| format_ident!("taken_{i}")).collect();
-    let take = sliced.iter().zip(&taken).map(|(f, t)| {
-        let set = set_sliced(f, &p);
+    let take = slots.iter().zip(&taken).map(|(set, t)| {
         quote! {
             if let Some(value) = #t {
                 #set
@@ -267,11 +282,10 @@ fn codec(s: &ItemStruct, flat_message: &Flat) -> TokenStream {
         let spans = (n_sliced > 0).then(|| quote!(let mut spans = [None; #n_sliced];));
         quote!(#spans #lists #(#oneofs)*)
     };
-    let take_sliced = if !lists.is_empty() || oneofs.iter().any(|o| o.defers()) {
+    let take_sliced = if !lists.is_empty() {
         // Slices of the whole message (taken whole from a `Bytes`, copied
         // once from any other buffer), a count each.
-        let set = sliced.iter().enumerate().map(|(i, f)| {
-            let set = set_sliced(f, &p);
+        let set = slots.iter().enumerate().map(|(i, set)| {
             quote! {
                 if let Some((start, len)) = spans[#i] {
                     let value = whole.slice(start..start + len);
@@ -280,19 +294,17 @@ fn codec(s: &ItemStruct, flat_message: &Flat) -> TokenStream {
             }
         });
         let push = lists.take(&p);
-        let oneofs = oneofs.iter().map(|o| o.take(&p));
         quote! {
             let whole = buf.copy_to_bytes(buf.remaining());
             #(#set)*
             #push
-            #(#oneofs)*
         }
     } else if n_sliced == 0 {
         quote!()
     } else if n_sliced == 1 {
         // One field: the rest of the buffer from its start, usually the
         // whole rest, whose count a `Bytes` then leaves alone.
-        let set = set_sliced(sliced[0], &p);
+        let set = &slots[0];
         quote! {
             if let [Some((start, len))] = spans {
                 buf.advance(start);

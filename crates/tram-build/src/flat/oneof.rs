@@ -175,12 +175,17 @@ impl Oneof {
         self.variants.iter().any(is_sliced)
     }
 
+    /// Whether more than one is: which was read is then kept too.
+    fn defers_several(&self) -> bool {
+        self.variants.iter().filter(|v| is_sliced(v)).count() > 1
+    }
+
     /// Whether one of its variants was read.
     fn seen(&self) -> syn::Ident {
         format_ident!("seen_{}", self.first_tag())
     }
 
-    /// The tag and span of a variant read as a span.
+    /// The tag of a variant read as a span (kept in the message's spans).
     fn pending(&self) -> syn::Ident {
         format_ident!("pending_{}", self.first_tag())
     }
@@ -188,29 +193,33 @@ impl Oneof {
     /// What the read keeps of it.
     pub(super) fn declare(&self) -> TokenStream {
         let seen = self.seen();
-        if !self.defers() {
+        if !self.defers_several() {
             return quote!(let mut #seen = false;);
         }
         let pending = self.pending();
         quote! {
             let mut #seen = false;
-            let mut #pending: ::core::option::Option<(u32, (usize, usize))> = ::core::option::Option::None;
+            let mut #pending = 0u32;
         }
     }
 
-    /// The read loop's arms for its variants.
-    pub(super) fn read_arms(&self) -> TokenStream {
+    /// The read loop's arms for its variants; `slot`: where in `spans` a
+    /// variant read as a span goes.
+    pub(super) fn read_arms(&self, slot: Option<usize>) -> TokenStream {
         let (id, path) = (&self.ident, &self.path);
         let (seen, pending) = (self.seen(), self.pending());
         let arms = self.variants.iter().map(|v| {
             let key = u64::from(v.tag << 3 | v.kind.wire_type());
             let (variant, tag) = (&v.ident, v.tag);
             if is_sliced(v) {
+                let slot = slot.unwrap_or_default();
+                let which = self.defers_several().then(|| quote!(#pending = #tag;));
                 return quote! {
                     Some(#key) => match r.span() {
                         Some(span) if !#seen => {
                             #seen = true;
-                            #pending = Some((#tag, span));
+                            #which
+                            spans[#slot] = Some(span);
                         }
                         _ => break false,
                     },
@@ -233,13 +242,11 @@ impl Oneof {
         quote!(#(#arms)*)
     }
 
-    /// Sets a variant read as a span, a slice of `whole`: a `bytes` to it,
-    /// a message merged into the one the field holds if it holds that
-    /// variant, or into a new one, as prost's derive merges it.
-    pub(super) fn take(&self, p: &TokenStream) -> TokenStream {
-        if !self.defers() {
-            return quote!();
-        }
+    /// Sets the variant read as a span to its slice of the buffer,
+    /// `value`: a `bytes` to it, a message merged into the one the field
+    /// holds if it holds that variant, or into a new one, as prost's
+    /// derive merges it.
+    pub(super) fn set_pending(&self, p: &TokenStream) -> TokenStream {
         let (id, path, pending) = (&self.ident, &self.path, self.pending());
         let push = quote! {
             |mut error: #p::DecodeError| {
@@ -269,17 +276,11 @@ impl Oneof {
                 (tag, set)
             })
             .collect();
-        let set = match &arms[..] {
-            [(tag, set)] => quote!(if tag == #tag { #set }),
+        match &arms[..] {
+            [(_, set)] => set.clone(),
             _ => {
                 let arms = arms.iter().map(|(tag, set)| quote!(#tag => { #set }));
-                quote!(match tag { #(#arms)* _ => {} })
-            }
-        };
-        quote! {
-            if let ::core::option::Option::Some((tag, (start, len))) = #pending {
-                let value = whole.slice(start..start + len);
-                #set
+                quote!(match #pending { #(#arms)* _ => {} })
             }
         }
     }
