@@ -8,9 +8,9 @@
 //! cloning the `Bytes` first as prost does: the messages name
 //! `tram::codegen::prost`, or prost itself with [`Builder::plain_prost`]),
 //! and a flat message (every field a proto3 scalar, enum, string or
-//! `bytes`, `optional` or `repeated` or neither, or a message of that
-//! kind, single or repeated: most requests and responses) gets a codec
-//! written here rather
+//! `bytes`, `optional` or `repeated` or neither, a oneof of such fields,
+//! or a message of that kind, single, repeated or a oneof's variant: most
+//! requests and responses) gets a codec written here rather
 //! than prost's derive, which reads the message from one contiguous buffer
 //! with its keys matched as constants and hands anything it does not
 //! expect to prost (`tram::codegen::flat`); the structs are prost-build's

@@ -1,7 +1,7 @@
 //! tram's own codec for flat messages: prost-build's output, rewritten
 //! where a message's fields are all proto3 scalars, enums, strings and
-//! bytes, `optional`, `repeated` or neither, or such messages one level
-//! deep, single or repeated.
+//! bytes, `optional`, `repeated` or neither, oneofs of such fields, or
+//! such messages one level deep, single, repeated or a oneof's variant.
 //!
 //! prost's derive decodes a field at a time through `impl Buf`; for such a
 //! message this writes the `prost::Message` impl itself, with a `merge`
@@ -14,9 +14,11 @@
 //! whichever it is, and written as the field says; a message field, single
 //! or repeated, whose type is such a message without message fields, in
 //! the same module, its bytes sliced and merged by that message's own
-//! codec (a repeated `bytes` field's elements sliced too). Any other
-//! message (a map or oneof field, a repeated or optional enum, a deeper
-//! message field, proto2 defaults) keeps prost's derive untouched. The struct, its fields and their types
+//! codec (a repeated `bytes` field's elements sliced too); a oneof of
+//! such fields read variant by variant, its enum keeping prost's `Oneof`
+//! derive. Any other message (a map field, a repeated or optional enum,
+//! a deeper message field, proto2 defaults) keeps prost's derive
+//! untouched. The struct, its fields and their types
 //! are prost-build's; only the derive and its `#[prost]` attributes go.
 //!
 //! - `fields`: which structs are flat, from prost-build's attributes.

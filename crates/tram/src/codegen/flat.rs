@@ -1,8 +1,9 @@
 //! What `tram-build`'s own codec for flat messages calls: messages whose
 //! fields are proto3 scalars, enums, strings and bytes, `optional` or
-//! `repeated` ones included, or messages of that kind one level deep,
-//! single or repeated (no map or oneof fields, no optional or repeated
-//! enum), which are most requests and responses of a busy service.
+//! `repeated` ones included, oneofs of such fields, or messages of that
+//! kind one level deep, single, repeated or a oneof's variant (no map
+//! fields, no optional or repeated enum), which are most requests and
+//! responses of a busy service.
 //!
 //! prost decodes a message a field at a time through `impl Buf`, with a
 //! call per varint and its checks on every key; for a two-field message
@@ -15,7 +16,7 @@
 //! end, as it does each element of a repeated `bytes` or message field; a
 //! repeated number is read packed ([`extend_packed`]) or not,
 //! whichever it is. Anything it does not expect (an unknown key, a
-//! message field seen twice, a wrong wire type, a truncated or overlong
+//! message field or a oneof seen twice, a wrong wire type, a truncated or overlong
 //! varint, a string that is not UTF-8, a buffer in pieces) sends the whole
 //! message back to prost's own decoding from the start
 //! ([`merge_with_prost`]), so the result, or the error, is always
