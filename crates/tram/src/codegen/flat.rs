@@ -8,21 +8,21 @@
 //! prost decodes a message a field at a time through `impl Buf`, with a
 //! call per varint and its checks on every key; for a two-field message
 //! that is about 290 instructions, a sixth of a unary call's user-space
-//! work (docs/performance.md, "Where the time goes"). The generated
-//! `merge` for a flat message (which prost's `decode` calls, and tram's
-//! streams) reads it instead from the buffer's one
-//! contiguous chunk with a [`Reader`], every field's key matched as a
-//! constant, and takes its `bytes` fields as slices of the buffer at the
-//! end, as it does each element of a repeated `bytes` or message field; a
-//! repeated number is read packed ([`extend_packed`]) or not,
-//! whichever it is. Anything it does not expect (an unknown key, a
-//! message field or a oneof seen twice, a wrong wire type, a truncated or overlong
-//! varint, a string that is not UTF-8, a buffer in pieces) sends the whole
-//! message back to prost's own decoding from the start
-//! ([`merge_with_prost`]), so the result, or the error, is always
-//! prost's: a field read before is read again, to the same value, and a
-//! repeated field is first cut back to the length it had. Encoding writes each field's key and value with one copy
-//! rather than a byte at a time; the bytes are prost's, in prost's order.
+//! work (docs/performance.md, "Where the time goes"). The generated `merge`
+//! for a flat message (which prost's `decode` calls, and tram's streams)
+//! reads it instead from the buffer's one contiguous chunk with a
+//! [`Reader`], every field's key matched as a constant, and takes its
+//! `bytes` fields as slices of the buffer at the end, as it does each
+//! element of a repeated `bytes` or message field; a repeated number is
+//! read packed ([`extend_packed`]) or not, whichever it is. Anything it
+//! does not expect (an unknown key, a message field or a oneof seen twice,
+//! a wrong wire type, a truncated or overlong varint, a string that is not
+//! UTF-8, a buffer in pieces) sends the whole message back to prost's own
+//! decoding from the start ([`merge_with_prost`]), so the result, or the
+//! error, is always prost's: a field read before is read again, to the same
+//! value, and a repeated field is first cut back to the length it had.
+//! Encoding writes each field's key and value with one copy rather than a
+//! byte at a time; the bytes are prost's, in prost's order.
 
 use ::prost::bytes::{Buf, BufMut, Bytes};
 use ::prost::encoding::{DecodeContext, decode_key};
