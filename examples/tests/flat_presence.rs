@@ -10,7 +10,9 @@ use prost::Message;
 
 mod flat;
 
-use flat::{codec_is_tram_builds, decode_alike, encoded_alike, or_zero, prost_pb, tram_pb};
+use flat::{
+    check_wire, codec_is_tram_builds, decode_alike, encoded_alike, or_zero, prost_pb, tram_pb,
+};
 
 /// `fn $name(...) -> $module::Present`: one builder for both crates'.
 macro_rules! present_builder {
@@ -95,13 +97,7 @@ proptest! {
         byte in any::<u8>(),
     ) {
         let (ours, theirs) = (tram_present(&v), prost_present(&v));
-        let mut wire = encoded_alike(&ours, &theirs)?;
-        decode_present_alike(&wire)?;
-        if !wire.is_empty() {
-            let i = at.index(wire.len());
-            wire[i] = byte;
-            decode_present_alike(&wire)?;
-        }
+        check_wire(encoded_alike(&ours, &theirs)?, false, at, byte, decode_present_alike)?;
     }
 
     #[test]
@@ -182,19 +178,8 @@ proptest! {
         twice in any::<bool>(),
     ) {
         let (ours, theirs) = (tram_holder(&v), prost_holder(&v));
-        let mut wire = encoded_alike(&ours, &theirs)?;
-        decode_holder_alike(&wire)?;
-        if twice {
-            // A message field seen twice is merged twice, as prost does.
-            let again = wire.clone();
-            wire.extend_from_slice(&again);
-            decode_holder_alike(&wire)?;
-        }
-        if !wire.is_empty() {
-            let i = at.index(wire.len());
-            wire[i] = byte;
-            decode_holder_alike(&wire)?;
-        }
+        // A message field seen twice is merged twice, as prost does.
+        check_wire(encoded_alike(&ours, &theirs)?, twice, at, byte, decode_holder_alike)?;
     }
 
     #[test]

@@ -11,7 +11,9 @@ use prost::Message;
 
 mod flat;
 
-use flat::{codec_is_tram_builds, decode_alike, encoded_alike, or_zero, prost_pb, tram_pb};
+use flat::{
+    check_wire, codec_is_tram_builds, decode_alike, encoded_alike, or_zero, prost_pb, tram_pb,
+};
 
 /// The fields of a `Listed`, in their order.
 type ListedValues = (
@@ -108,19 +110,8 @@ proptest! {
         twice in any::<bool>(),
     ) {
         let (ours, theirs) = (tram_listed(&v), prost_listed(&v));
-        let mut wire = encoded_alike(&ours, &theirs)?;
-        decode_listed_alike(&wire)?;
-        if twice {
-            // A repeated field seen twice is appended to twice.
-            let again = wire.clone();
-            wire.extend_from_slice(&again);
-            decode_listed_alike(&wire)?;
-        }
-        if !wire.is_empty() {
-            let i = at.index(wire.len());
-            wire[i] = byte;
-            decode_listed_alike(&wire)?;
-        }
+        // A repeated field seen twice is appended to twice.
+        check_wire(encoded_alike(&ours, &theirs)?, twice, at, byte, decode_listed_alike)?;
     }
 
     #[test]
@@ -150,7 +141,7 @@ proptest! {
     ) {
         let ours = tram_pb::ListHolder { listed: Some(tram_listed(&v)), n };
         let theirs = prost_pb::ListHolder { listed: Some(prost_listed(&v)), n };
-        let mut wire = encoded_alike(&ours, &theirs)?;
+        let wire = encoded_alike(&ours, &theirs)?;
         let some = some_listed();
         let filled = || {
             (
@@ -158,12 +149,7 @@ proptest! {
                 prost_pb::ListHolder { listed: Some(prost_listed(&some)), n: 1 },
             )
         };
-        decode_alike(&wire, filled(), false)?;
-        if !wire.is_empty() {
-            let i = at.index(wire.len());
-            wire[i] = byte;
-            decode_alike(&wire, filled(), false)?;
-        }
+        check_wire(wire, false, at, byte, |wire| decode_alike(wire, filled(), false))?;
     }
 }
 
@@ -281,18 +267,7 @@ proptest! {
         twice in any::<bool>(),
     ) {
         let (ours, theirs) = (tram_batch(&v), prost_batch(&v));
-        let mut wire = encoded_alike(&ours, &theirs)?;
-        decode_batch_alike(&wire)?;
-        if twice {
-            let again = wire.clone();
-            wire.extend_from_slice(&again);
-            decode_batch_alike(&wire)?;
-        }
-        if !wire.is_empty() {
-            let i = at.index(wire.len());
-            wire[i] = byte;
-            decode_batch_alike(&wire)?;
-        }
+        check_wire(encoded_alike(&ours, &theirs)?, twice, at, byte, decode_batch_alike)?;
     }
 
     #[test]

@@ -115,3 +115,27 @@ pub(crate) fn encoded_alike(
     prop_assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
     Ok(wire)
 }
+
+/// Runs `check` on `wire`; with `twice`, on it written twice over (every
+/// field seen again); then on it with the byte at `at` set to `byte` (a
+/// message damaged anywhere).
+pub(crate) fn check_wire(
+    mut wire: Vec<u8>,
+    twice: bool,
+    at: prop::sample::Index,
+    byte: u8,
+    mut check: impl FnMut(&[u8]) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    check(&wire)?;
+    if twice {
+        let again = wire.clone();
+        wire.extend_from_slice(&again);
+        check(&wire)?;
+    }
+    if !wire.is_empty() {
+        let i = at.index(wire.len());
+        wire[i] = byte;
+        check(&wire)?;
+    }
+    Ok(())
+}

@@ -234,13 +234,7 @@ pub(super) fn field(ident: syn::Ident, attr: &Attribute, variant: bool) -> Optio
                 }
             }
             Meta::NameValue(nv) => {
-                let syn::Expr::Lit(syn::ExprLit {
-                    lit: Lit::Str(value),
-                    ..
-                }) = &nv.value
-                else {
-                    return None;
-                };
+                let value = str_value(&nv)?;
                 if nv.path.is_ident("tag") {
                     tag = Some(value.value().parse::<u32>().ok()?);
                 } else if nv.path.is_ident("packed") {
@@ -313,6 +307,17 @@ pub(super) fn generic_of<'a>(ty: &'a syn::Type, outer: &str) -> Option<&'a syn::
     };
     match args.args.first()? {
         syn::GenericArgument::Type(syn::Type::Path(t)) if args.args.len() == 1 => Some(&t.path),
+        _ => None,
+    }
+}
+
+/// The string of a `name = "value"` argument; `None` for any other value.
+pub(super) fn str_value(nv: &syn::MetaNameValue) -> Option<&syn::LitStr> {
+    match &nv.value {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(value),
+            ..
+        }) => Some(value),
         _ => None,
     }
 }

@@ -14,9 +14,9 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
-use syn::{Attribute, Item, Lit, Meta};
+use syn::{Attribute, Item, Meta};
 
-use super::fields::{Field, Kind, derives, field, generic_of, prost_args};
+use super::fields::{Field, Kind, derives, field, generic_of, prost_args, str_value};
 use super::is_sliced;
 use super::values::read_value;
 
@@ -47,13 +47,7 @@ impl Oneof {
             let Meta::NameValue(nv) = meta else {
                 return None;
             };
-            let syn::Expr::Lit(syn::ExprLit {
-                lit: Lit::Str(value),
-                ..
-            }) = &nv.value
-            else {
-                return None;
-            };
+            let value = str_value(&nv)?;
             if nv.path.is_ident("oneof") {
                 path = Some(syn::parse_str::<syn::Path>(&value.value()).ok()?);
             } else if nv.path.is_ident("tags") {
