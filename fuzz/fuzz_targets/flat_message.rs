@@ -6,8 +6,8 @@
 //! must be left all read; what decodes re-encodes to prost's bytes. The
 //! same bytes then go to `Present`, a flat message of `optional` fields,
 //! `Holder`, one of flat messages, `Listed`, one of repeated numbers and
-//! strings, `Batch`, one of repeated `bytes` and messages, and `Choice`,
-//! one of oneofs.
+//! strings, `Batch`, one of repeated `bytes` and messages, `Choice`, one
+//! of oneofs, and `PresentShade`, one of optional and repeated enums.
 #![no_main]
 
 use bytes::{Buf, Bytes};
@@ -134,9 +134,9 @@ fuzz_target!(|data: &[u8]| {
 });
 
 /// The same bytes as the other shapes, compared by `Debug` (prost's for
-/// both): `Present` (`optional` fields) and `Listed` (repeated numbers and
-/// strings) also after an error and merged into a message with every field
-/// set; `Choice` (oneofs) merged into one holding a message variant, which
+/// both): `Present` (`optional` fields), `Listed` (repeated numbers and
+/// strings) and `PresentShade` (optional and repeated enums) also after an
+/// error and merged into a message with every field set; `Choice` (oneofs) merged into one holding a message variant, which
 /// a second one merges into; `Holder` (flat messages as fields) and
 /// `Batch` (repeated `bytes` and messages) decoded fresh.
 fn shapes(wire: &[u8]) {
@@ -198,6 +198,17 @@ fn shapes(wire: &[u8]) {
         Some((filled_choice!(tram_pb), filled_choice!(prost_pb))),
         false,
     );
+    macro_rules! filled_shade {
+        ($module:ident) => {
+            $module::PresentShade {
+                shade: Some(2),
+                shades: vec![1],
+                plain: 2,
+                loose: vec![0, 7],
+            }
+        };
+    }
+    alike(wire, Some((filled_shade!(tram_pb), filled_shade!(prost_pb))), true);
     alike::<tram_pb::Holder, prost_pb::Holder>(wire, None, false);
     alike::<tram_pb::Batch, prost_pb::Batch>(wire, None, false);
 }

@@ -264,11 +264,8 @@ pub(super) fn field(ident: syn::Ident, attr: &Attribute, variant: bool) -> Optio
         }
     }
     let tag = tag.filter(|t| (1..(1 << 29)).contains(t))?;
-    // An optional or repeated enum's accessors and `Debug` are prost's
-    // own shapes: its message keeps prost's derive. A singular message
-    // field is always an `Option`.
-    if (optional || repeated) && enumeration.is_some()
-        || optional && repeated
+    // A singular message field is always an `Option`.
+    if optional && repeated
         || variant && (optional || repeated)
         || kind == Some(Kind::Message) && optional == repeated && !variant
     {

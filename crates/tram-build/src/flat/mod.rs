@@ -16,17 +16,20 @@
 //! the same module, its bytes sliced and merged by that message's own
 //! codec (a repeated `bytes` field's elements sliced too); a oneof of
 //! such fields read variant by variant, its enum keeping prost's `Oneof`
-//! derive. Any other message (a map field, a repeated or optional enum,
-//! a deeper message field, proto2 defaults) keeps prost's derive
+//! derive; an enum field, singular, optional or repeated, with the
+//! accessors prost's derive gives it. Any other message (a map field, a
+//! deeper message field, proto2 defaults) keeps prost's derive
 //! untouched. The struct, its fields and their types
 //! are prost-build's; only the derive and its `#[prost]` attributes go.
 //!
+//! - `enums`: an enum field's accessors and `Debug`.
 //! - `fields`: which structs are flat, from prost-build's attributes.
 //! - `oneof`: the code of a oneof field.
 //! - `repeated`: the code of a repeated field.
 //! - `values`: keys, and how a number is read and written.
 //! - here: the rewrite, and the impls written for each flat struct.
 
+mod enums;
 mod fields;
 mod oneof;
 mod repeated;
@@ -340,48 +343,13 @@ fn codec(s: &ItemStruct, flat_message: &Flat) -> TokenStream {
     });
 
     // In the struct's order, a oneof in its place.
-    let mut debug: Vec<TokenStream> = fields
-        .iter()
-        .map(|f| {
-            let id = &f.ident;
-            match &f.enumeration {
-                Some(ty) => {
-                    quote!(builder.field(stringify!(#id), &#flat::EnumDebug::<#ty>::new(self.#id));)
-                }
-                None => quote!(builder.field(stringify!(#id), &self.#id);),
-            }
-        })
-        .collect();
+    let mut debug: Vec<TokenStream> = fields.iter().map(|f| enums::debug(f, &flat)).collect();
     for o in oneofs {
         let id = &o.ident;
         let at = o.position.min(debug.len());
         debug.insert(at, quote!(builder.field(stringify!(#id), &self.#id);));
     }
-    let methods: Vec<TokenStream> = fields
-        .iter()
-        .filter_map(|f| {
-            let ty = f.enumeration.as_ref()?;
-            let id = &f.ident;
-            let name = id.to_string();
-            let name = name.trim_start_matches("r#");
-            let set = format_ident!("set_{name}");
-            let get_doc = format!(
-                "Returns the enum value of `{name}`, or the default if the field is set to an invalid enum value."
-            );
-            let set_doc = format!("Sets `{name}` to the provided enum value.");
-            Some(quote! {
-                #[doc = #get_doc]
-                pub fn #id(&self) -> #ty {
-                    ::core::convert::TryFrom::try_from(self.#id).unwrap_or_default()
-                }
-
-                #[doc = #set_doc]
-                pub fn #set(&mut self, value: #ty) {
-                    self.#id = value as i32;
-                }
-            })
-        })
-        .collect();
+    let methods: Vec<TokenStream> = fields.iter().filter_map(enums::methods).collect();
     let methods = if methods.is_empty() {
         quote!()
     } else {

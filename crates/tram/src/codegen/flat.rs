@@ -2,8 +2,7 @@
 //! fields are proto3 scalars, enums, strings and bytes, `optional` or
 //! `repeated` ones included, oneofs of such fields, or messages of that
 //! kind one level deep, single, repeated or a oneof's variant (no map
-//! fields, no optional or repeated enum), which are most requests and
-//! responses of a busy service.
+//! fields), which are most requests and responses of a busy service.
 //!
 //! prost decodes a message a field at a time through `impl Buf`, with a
 //! call per varint and its checks on every key; for a two-field message
