@@ -40,7 +40,7 @@ use quote::{format_ident, quote};
 use syn::{Item, ItemStruct};
 
 use fields::{Field, Flat, Kind, flat_fields, leaves, strip};
-use values::{key, read_value, to_bits};
+use values::{key, message_len, put_message, read_value, to_bits};
 
 /// Rewrites every flat message in `source` (a file prost-build wrote);
 /// `None` if there is none, and the file stays as it is.
@@ -115,11 +115,7 @@ fn codec(s: &ItemStruct, flat_message: &Flat) -> TokenStream {
         let key = key(f);
         let v = value(f);
         let put = match f.kind {
-            Kind::Message => quote! {
-                let len = #p::Message::encoded_len(value);
-                #flat::put_varint(buf, &[#(#key),*], len as u64);
-                #p::Message::encode_raw(value, buf);
-            },
+            Kind::Message => put_message(&key),
             Kind::String => quote!(#flat::put_str(buf, &[#(#key),*], #v)),
             Kind::Bytes => quote!(#flat::put_bytes(buf, &[#(#key),*], #v)),
             Kind::Fixed32
@@ -148,10 +144,7 @@ fn codec(s: &ItemStruct, flat_message: &Flat) -> TokenStream {
         let key_len = key(f).len();
         let v = value(f);
         let len = match f.kind {
-            Kind::Message => quote!({
-                let len = #p::Message::encoded_len(value);
-                #key_len + #flat::varint_len(len as u64) + len
-            }),
+            Kind::Message => message_len(key_len),
             Kind::String | Kind::Bytes => {
                 let n = if f.optional {
                     quote!(value.len())

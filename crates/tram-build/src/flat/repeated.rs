@@ -11,7 +11,7 @@ use quote::{format_ident, quote};
 
 use super::fields::{Field, Kind};
 use super::is_sliced;
-use super::values::{key_bytes, read_value, to_bits};
+use super::values::{key_bytes, message_len, put_message, read_value, to_bits};
 
 /// The repeated fields whose elements are slices of the buffer, and the
 /// lists of their spans.
@@ -94,12 +94,10 @@ pub(super) fn encode(f: &Field, flat: &TokenStream) -> TokenStream {
             };
         }
         Kind::Message => {
-            let p = quote!(::tram::codegen::prost);
+            let put = put_message(&key);
             return quote! {
                 for value in &self.#id {
-                    let len = #p::Message::encoded_len(value);
-                    #flat::put_varint(buf, &[#(#key),*], len as u64);
-                    #p::Message::encode_raw(value, buf);
+                    #put
                 }
             };
         }
@@ -131,16 +129,8 @@ pub(super) fn encoded_len(f: &Field, flat: &TokenStream) -> TokenStream {
     let id = &f.ident;
     let key_len = key_bytes(f.tag, f.wire_type()).len();
     if f.kind == Kind::Message {
-        let p = quote!(::tram::codegen::prost);
-        return quote! {
-            self.#id
-                .iter()
-                .map(|value| {
-                    let len = #p::Message::encoded_len(value);
-                    #key_len + #flat::varint_len(len as u64) + len
-                })
-                .sum::<usize>()
-        };
+        let len = message_len(key_len);
+        return quote!(self.#id.iter().map(|value| #len).sum::<usize>());
     }
     if matches!(f.kind, Kind::String | Kind::Bytes) {
         return quote! {

@@ -87,3 +87,21 @@ pub(super) fn from_bits(kind: Kind, x: TokenStream) -> TokenStream {
         }
     }
 }
+
+/// Writes the message `value` (a reference) after `key`: its length, then
+/// its fields.
+pub(super) fn put_message(key: &[u8]) -> TokenStream {
+    quote! {
+        let len = ::tram::codegen::prost::Message::encoded_len(value);
+        ::tram::codegen::flat::put_varint(buf, &[#(#key),*], len as u64);
+        ::tram::codegen::prost::Message::encode_raw(value, buf);
+    }
+}
+
+/// The bytes the message `value` takes after a key of `key_len` bytes.
+pub(super) fn message_len(key_len: usize) -> TokenStream {
+    quote!({
+        let len = ::tram::codegen::prost::Message::encoded_len(value);
+        #key_len + ::tram::codegen::flat::varint_len(len as u64) + len
+    })
+}
