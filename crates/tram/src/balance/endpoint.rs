@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use arc_swap::ArcSwapOption;
 use tokio::time::Instant;
 
 use super::discover::EndpointSet;
@@ -47,7 +47,10 @@ impl Stats {
 
 /// One connection slot.
 struct Slot {
-    conn: RwLock<Option<Arc<ClientConn>>>,
+    /// Read by every call: an `ArcSwap`'s load writes nothing the callers
+    /// share, where a lock's read takes and gives back a count on a line
+    /// every caller's thread writes.
+    conn: ArcSwapOption<ClientConn>,
     connecting: tokio::sync::Mutex<Backoff>,
 }
 
@@ -105,7 +108,7 @@ impl Endpoint {
             | 1;
         let slots = (0..config.pool_size.max(1))
             .map(|i| Slot {
-                conn: RwLock::new(None),
+                conn: ArcSwapOption::empty(),
                 connecting: tokio::sync::Mutex::new(Backoff {
                     seed: seed.wrapping_mul(i as u64 + 1),
                     ..Backoff::default()
@@ -138,7 +141,7 @@ impl Endpoint {
     #[inline]
     pub(crate) fn ready_connection(&self) -> Option<Arc<ClientConn>> {
         if let [slot] = self.slots.as_slice() {
-            return slot.conn.read().as_ref().filter(|c| c.usable()).cloned();
+            return slot.conn.load().as_ref().filter(|c| c.usable()).cloned();
         }
         match self.survey() {
             (Some((0, c)), _) => Some(c),
@@ -174,7 +177,7 @@ impl Endpoint {
     #[inline]
     fn least_load(&self) -> Option<usize> {
         let usable = |s: &Slot| {
-            let conn = s.conn.read();
+            let conn = s.conn.load();
             let c = conn.as_ref().filter(|c| c.usable())?;
             Some(c.in_flight.load(Ordering::Relaxed))
         };
@@ -187,7 +190,7 @@ impl Endpoint {
         let mut best: Option<(usize, Arc<ClientConn>)> = None;
         let mut empty = Vec::new();
         for (i, slot) in self.slots.iter().enumerate() {
-            match slot.conn.read().as_ref() {
+            match slot.conn.load().as_ref() {
                 Some(c) if c.usable() => {
                     let load = c.in_flight.load(Ordering::Relaxed);
                     if best.as_ref().is_none_or(|(l, _)| load < *l) {
@@ -248,7 +251,7 @@ impl Endpoint {
     ) {
         let now = Instant::now();
         for (i, slot) in self.slots.iter().enumerate() {
-            if slot.conn.read().as_ref().is_some_and(|c| c.usable()) {
+            if slot.conn.load().as_ref().is_some_and(|c| c.usable()) {
                 continue;
             }
             let Ok(backoff) = slot.connecting.try_lock() else {
@@ -280,7 +283,7 @@ impl Endpoint {
         cfg: &ChannelConfig,
     ) -> Result<Arc<ClientConn>, Status> {
         let slot = &self.slots[i];
-        if let Some(c) = slot.conn.read().as_ref().filter(|c| c.usable()) {
+        if let Some(c) = slot.conn.load().as_ref().filter(|c| c.usable()) {
             return Ok(c.clone());
         }
         if let Some(at) = backoff.next_attempt {
@@ -311,7 +314,7 @@ impl Endpoint {
                 if self.removed.load(Ordering::Relaxed) {
                     conn.abandon();
                 }
-                *slot.conn.write() = Some(conn.clone());
+                slot.conn.store(Some(conn.clone()));
                 return Ok(conn);
             }
             Ok(Err(e)) => e.to_string(),
@@ -353,7 +356,7 @@ impl Endpoint {
     /// The channel is gone: its connections close once their calls end.
     pub(crate) fn abandon(&self) {
         for slot in &self.slots {
-            if let Some(conn) = slot.conn.read().as_ref() {
+            if let Some(conn) = slot.conn.load().as_ref() {
                 conn.abandon();
             }
         }
@@ -365,7 +368,7 @@ impl Endpoint {
         self.slots
             .iter()
             .map(|slot| {
-                let conn = slot.conn.read().clone();
+                let conn = slot.conn.load_full();
                 let usable = conn.as_ref().is_some_and(|c| c.usable());
                 let connection = conn.filter(|_| usable).map(|c| c.info());
                 let (state, failures, retry_in, last_error) = match slot.connecting.try_lock() {
