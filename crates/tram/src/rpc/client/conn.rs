@@ -24,16 +24,9 @@ use crate::conn::{self, Sender};
 use crate::observe::ConnectionInfo;
 
 /// One connection's client side.
-///
-/// In this order: the call table's lock first, so that it shares a cache
-/// line with the `Arc`'s count before it, which every call also changes
-/// (a caller takes a reference to the connection, then the lock): on a
-/// runtime whose callers run on several threads, one line moves between
-/// them where two did.
-#[repr(C)]
 pub(crate) struct ClientConn {
-    pub(super) calls: Mutex<Calls>,
     pub(super) out: Sender<RpcEncoder>,
+    pub(super) calls: Mutex<Calls>,
     /// Set once the table is broken, readable without the lock.
     unusable: AtomicBool,
     /// Calls open, published for the pool's least-loaded choice.
