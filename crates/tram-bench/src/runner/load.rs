@@ -103,23 +103,15 @@ impl Load {
         let per_task = self.per_task.max(1);
         let mut tasks = Vec::new();
         for first in (0..self.c).step_by(per_task) {
-            let mut group: Vec<Fut> = (first..(first + per_task).min(self.c))
+            let group: Vec<Fut> = (first..(first + per_task).min(self.c))
                 .map(|i| caller(self.caller(i, hist.clone())))
                 .collect();
-            // A task per caller is the caller's own future: `join_all`
-            // around one future would add a poll of its own to every call
-            // (about 1% of a run's CPU at 256 in flight), for every system.
-            let task = match group.pop() {
-                Some(only) if group.is_empty() => tokio::spawn(only),
-                Some(last) => {
-                    group.push(last);
-                    tokio::spawn(
-                        async move { futures::future::try_join_all(group).await.map(drop) },
-                    )
-                }
-                None => continue,
-            };
-            tasks.push(task);
+            tasks.push(tokio::spawn(async move {
+                futures::future::join_all(group)
+                    .await
+                    .into_iter()
+                    .collect::<anyhow::Result<Vec<()>>>()
+            }));
         }
         for t in tasks {
             t.await??;
