@@ -15,7 +15,7 @@ pub(crate) use super::ewma::nanos;
 use super::ewma::{FAILURE_PENALTY_NS, PeakEwma};
 use crate::observe::{EndpointInfo, EndpointState};
 use crate::rpc::Status;
-use crate::rpc::client::{ChannelConfig, ClientConn, connect};
+use crate::rpc::client::{ChannelConfig, ConnRef, Shares, connect};
 
 /// What an endpoint's connections report of their calls: latency samples
 /// and outcomes. Shared by the endpoint and its connections' readers.
@@ -50,7 +50,7 @@ struct Slot {
     /// Read by every call: an `ArcSwap`'s load writes nothing the callers
     /// share, where a lock's read takes and gives back a count on a line
     /// every caller's thread writes.
-    conn: ArcSwapOption<ClientConn>,
+    conn: ArcSwapOption<Shares>,
     connecting: tokio::sync::Mutex<Backoff>,
 }
 
@@ -139,9 +139,14 @@ impl Endpoint {
     /// slots', or an idle one. `None` while a slot is still to be
     /// connected (the general path connects it).
     #[inline]
-    pub(crate) fn ready_connection(&self) -> Option<Arc<ClientConn>> {
+    pub(crate) fn ready_connection(&self) -> Option<ConnRef> {
         if let [slot] = self.slots.as_slice() {
-            return slot.conn.load().as_ref().filter(|c| c.usable()).cloned();
+            return slot
+                .conn
+                .load()
+                .as_ref()
+                .filter(|c| c.usable())
+                .map(|c| c.get());
         }
         match self.survey() {
             (Some((0, c)), _) => Some(c),
@@ -186,15 +191,15 @@ impl Endpoint {
 
     /// Its least loaded usable connection (with its load), and the slots
     /// without one.
-    fn survey(&self) -> (Option<(usize, Arc<ClientConn>)>, Vec<usize>) {
-        let mut best: Option<(usize, Arc<ClientConn>)> = None;
+    fn survey(&self) -> (Option<(usize, ConnRef)>, Vec<usize>) {
+        let mut best: Option<(usize, ConnRef)> = None;
         let mut empty = Vec::new();
         for (i, slot) in self.slots.iter().enumerate() {
             match slot.conn.load().as_ref() {
                 Some(c) if c.usable() => {
                     let load = c.in_flight.load(Ordering::Relaxed);
                     if best.as_ref().is_none_or(|(l, _)| load < *l) {
-                        best = Some((load, c.clone()));
+                        best = Some((load, c.get()));
                     }
                 }
                 _ => empty.push(i),
@@ -210,10 +215,7 @@ impl Endpoint {
     /// connected, by the first caller to claim it: callers that find a slot
     /// already connecting move on to the next one, so that a burst of first
     /// calls opens the pool rather than queueing on one connection.
-    pub(crate) async fn connection(
-        &self,
-        config: &ChannelConfig,
-    ) -> Result<Arc<ClientConn>, Status> {
+    pub(crate) async fn connection(&self, config: &ChannelConfig) -> Result<ConnRef, Status> {
         let (best, empty) = self.survey();
         if let Some((0, c)) = best {
             return Ok(c);
@@ -281,10 +283,10 @@ impl Endpoint {
         i: usize,
         mut backoff: tokio::sync::MutexGuard<'_, Backoff>,
         cfg: &ChannelConfig,
-    ) -> Result<Arc<ClientConn>, Status> {
+    ) -> Result<ConnRef, Status> {
         let slot = &self.slots[i];
         if let Some(c) = slot.conn.load().as_ref().filter(|c| c.usable()) {
-            return Ok(c.clone());
+            return Ok(c.get());
         }
         if let Some(at) = backoff.next_attempt {
             let now = Instant::now();
@@ -314,8 +316,10 @@ impl Endpoint {
                 if self.removed.load(Ordering::Relaxed) {
                     conn.abandon();
                 }
-                slot.conn.store(Some(conn.clone()));
-                return Ok(conn);
+                let shares = Arc::new(Shares::new(conn));
+                let share = shares.get();
+                slot.conn.store(Some(shares));
+                return Ok(share);
             }
             Ok(Err(e)) => e.to_string(),
             Err(_) => "timed out".to_owned(),

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::Policy;
 use super::endpoint::Endpoint;
-use crate::rpc::client::ClientConn;
+use crate::rpc::client::ConnRef;
 
 /// The connection a call should take under `policy` at `now` (the
 /// balancer's clock), among `endpoints`
@@ -19,7 +19,7 @@ pub(crate) fn pick(
     now: u64,
     rr: &AtomicUsize,
     mut kick: impl FnMut(&Arc<Endpoint>),
-) -> Option<Arc<ClientConn>> {
+) -> Option<ConnRef> {
     let n = endpoints.len();
     let mut cost = |e: &Arc<Endpoint>| {
         let c = e.cost(now);

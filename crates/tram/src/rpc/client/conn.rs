@@ -19,6 +19,7 @@ use super::super::intercept::ClientInterceptor;
 use super::super::stream::CallShared;
 use super::super::unary::Answer;
 use super::calls::{CallKind, Calls, Effects, Refused};
+use super::share::ConnRef;
 use crate::balance::endpoint::{Stats, nanos};
 use crate::conn::{self, Sender};
 use crate::observe::ConnectionInfo;
@@ -198,158 +199,6 @@ impl ClientConn {
         }
     }
 
-    /// Registers a call and sends its CALL frame, waiting for a free slot
-    /// and for queue room as needed; `metadata` has been intercepted.
-    pub(super) async fn open<M: prost::Message>(
-        self: &Arc<Self>,
-        path: &str,
-        msg: Option<&M>,
-        metadata: Metadata,
-        timeout: Option<Duration>,
-        end_stream: bool,
-        shared: Option<Arc<CallShared>>,
-    ) -> Result<CallHandle, Status> {
-        // The first check registers nothing; only after finding no room is a
-        // wake-up registered, and the check repeated before waiting, so that
-        // a slot freed (notify_one: a stored permit) or the connection
-        // breaking (caught by the re-check) is never missed.
-        let mut registered = None;
-        // Counted among the capacity waiters from the first registration
-        // until a slot is ours (or the future is dropped).
-        let mut waiting = CapacityWaiter {
-            conn: self,
-            counted: false,
-        };
-        let (id, alone) = loop {
-            {
-                let mut calls = self.calls.lock();
-                if waiting.counted {
-                    calls.capacity_waiters -= 1;
-                    waiting.counted = false;
-                }
-                let kind = match &shared {
-                    Some(s) => CallKind::Stream(s.clone()),
-                    None => CallKind::Unary(None),
-                };
-                match calls.open(kind, end_stream, self.clock()) {
-                    Ok(opened) => {
-                        self.publish(&calls);
-                        break opened;
-                    }
-                    Err(Refused::Broken(s)) => return Err(s.not_sent()),
-                    Err(Refused::Full) if !self.wait_for_capacity => {
-                        return Err(Status::resource_exhausted(
-                            "connection at the server's max_concurrent_calls",
-                        ));
-                    }
-                    Err(Refused::Full) => {
-                        calls.capacity_waiters += 1;
-                        waiting.counted = true;
-                    }
-                }
-            }
-            match registered.take() {
-                Some(notified) => notified.await,
-                None => registered = Some(self.capacity.notified()),
-            }
-        };
-        // Alone on the connection, a call is written at once, inline; with
-        // other calls in flight, their callers are about to send too (woken
-        // by one read, most likely), so the call is queued for the writer
-        // task's next batch: one write for them all.
-        let mut handle = Arc::clone(self).handle(id);
-        let mut head = call_head(id, end_stream, timeout, metadata);
-        let open = Open {
-            path,
-            head: &mut head,
-            msg,
-        };
-        match self.out.send_hinted(open, alone).await {
-            Ok(()) => {
-                handle.sent = true;
-                Ok(handle)
-            }
-            // Not queued: the call never left.
-            Err(e) if going_away(&e) => Err(self.broken_status().not_sent()),
-            Err(e) if e.kind() == conn::ErrorKind::Encode => {
-                Err(Status::resource_exhausted(format!("request not sent: {e}")))
-            }
-            Err(_) => Err(self.broken_status().not_sent()),
-        }
-    }
-
-    /// Opens a unary call without waiting: registers it with `waker` and
-    /// queues its CALL frame, or says why not.
-    pub(super) fn try_open_unary<M: prost::Message>(
-        self: Arc<Self>,
-        path: &str,
-        msg: &M,
-        metadata: Metadata,
-        timeout: Option<Duration>,
-        waker: &Waker,
-        picked: u64,
-    ) -> Result<CallHandle, NotOpened> {
-        let metadata = self.intercept(path, metadata).map_err(NotOpened::Failed)?;
-        // As in `open`: a lone call is written inline, one among others is
-        // queued for the writer task's next batch.
-        let (id, alone) = {
-            let mut calls = self.calls.lock();
-            let opened = if self.stats.is_some() { picked } else { 0 };
-            match calls.open(CallKind::Unary(Some(waker.clone())), true, opened) {
-                Ok(opened) => {
-                    self.publish(&calls);
-                    opened
-                }
-                // Not sent: the general path takes another connection.
-                Err(Refused::Broken(_)) => return Err(NotOpened::Later(metadata)),
-                Err(Refused::Full) => return Err(NotOpened::Later(metadata)),
-            }
-        };
-        // The handle takes over the caller's reference to the connection
-        // (a reference count is a line every caller's thread shares).
-        let mut handle = self.handle(id);
-        let mut head = call_head(id, true, timeout, metadata);
-        let open = Open {
-            path,
-            head: &mut head,
-            msg: Some(msg),
-        };
-        match handle.conn.out.try_push(open, alone) {
-            Ok(()) => {
-                handle.sent = true;
-                Ok(handle)
-            }
-            // Dropping the unsent handle frees the entry.
-            Err(conn::TrySendError::Full(_)) => {
-                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
-            }
-            // Refused for a GOAWAY the reader just handled: the general
-            // path takes another connection.
-            Err(conn::TrySendError::Encode(e)) if going_away(&e) => {
-                drop(handle);
-                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
-            }
-            Err(conn::TrySendError::Encode(e)) => Err(NotOpened::Failed(
-                Status::resource_exhausted(format!("request not sent: {e}")),
-            )),
-            Err(conn::TrySendError::Closed(_)) => {
-                drop(handle);
-                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
-            }
-        }
-    }
-
-    /// The caller's handle on call `id`, not yet sent.
-    fn handle(self: Arc<Self>, id: CallId) -> CallHandle {
-        CallHandle {
-            conn: self,
-            id,
-            sent: false,
-            done: false,
-            freed: false,
-        }
-    }
-
     pub(super) fn broken_status(&self) -> Status {
         self.calls
             .lock()
@@ -414,6 +263,161 @@ impl ClientConn {
     }
 }
 
+/// What a caller does with its reference to a connection.
+impl ConnRef {
+    /// Registers a call and sends its CALL frame, waiting for a free slot
+    /// and for queue room as needed; `metadata` has been intercepted.
+    pub(super) async fn open<M: prost::Message>(
+        &self,
+        path: &str,
+        msg: Option<&M>,
+        metadata: Metadata,
+        timeout: Option<Duration>,
+        end_stream: bool,
+        shared: Option<Arc<CallShared>>,
+    ) -> Result<CallHandle, Status> {
+        // The first check registers nothing; only after finding no room is a
+        // wake-up registered, and the check repeated before waiting, so that
+        // a slot freed (notify_one: a stored permit) or the connection
+        // breaking (caught by the re-check) is never missed.
+        let mut registered = None;
+        // Counted among the capacity waiters from the first registration
+        // until a slot is ours (or the future is dropped).
+        let mut waiting = CapacityWaiter {
+            conn: self,
+            counted: false,
+        };
+        let (id, alone) = loop {
+            {
+                let mut calls = self.calls.lock();
+                if waiting.counted {
+                    calls.capacity_waiters -= 1;
+                    waiting.counted = false;
+                }
+                let kind = match &shared {
+                    Some(s) => CallKind::Stream(s.clone()),
+                    None => CallKind::Unary(None),
+                };
+                match calls.open(kind, end_stream, self.clock()) {
+                    Ok(opened) => {
+                        self.publish(&calls);
+                        break opened;
+                    }
+                    Err(Refused::Broken(s)) => return Err(s.not_sent()),
+                    Err(Refused::Full) if !self.wait_for_capacity => {
+                        return Err(Status::resource_exhausted(
+                            "connection at the server's max_concurrent_calls",
+                        ));
+                    }
+                    Err(Refused::Full) => {
+                        calls.capacity_waiters += 1;
+                        waiting.counted = true;
+                    }
+                }
+            }
+            match registered.take() {
+                Some(notified) => notified.await,
+                None => registered = Some(self.capacity.notified()),
+            }
+        };
+        // Alone on the connection, a call is written at once, inline; with
+        // other calls in flight, their callers are about to send too (woken
+        // by one read, most likely), so the call is queued for the writer
+        // task's next batch: one write for them all.
+        let mut handle = self.clone().handle(id);
+        let mut head = call_head(id, end_stream, timeout, metadata);
+        let open = Open {
+            path,
+            head: &mut head,
+            msg,
+        };
+        match self.out.send_hinted(open, alone).await {
+            Ok(()) => {
+                handle.sent = true;
+                Ok(handle)
+            }
+            // Not queued: the call never left.
+            Err(e) if going_away(&e) => Err(self.broken_status().not_sent()),
+            Err(e) if e.kind() == conn::ErrorKind::Encode => {
+                Err(Status::resource_exhausted(format!("request not sent: {e}")))
+            }
+            Err(_) => Err(self.broken_status().not_sent()),
+        }
+    }
+
+    /// Opens a unary call without waiting: registers it with `waker` and
+    /// queues its CALL frame, or says why not.
+    pub(super) fn try_open_unary<M: prost::Message>(
+        self,
+        path: &str,
+        msg: &M,
+        metadata: Metadata,
+        timeout: Option<Duration>,
+        waker: &Waker,
+        picked: u64,
+    ) -> Result<CallHandle, NotOpened> {
+        let metadata = self.intercept(path, metadata).map_err(NotOpened::Failed)?;
+        // As in `open`: a lone call is written inline, one among others is
+        // queued for the writer task's next batch.
+        let (id, alone) = {
+            let mut calls = self.calls.lock();
+            let opened = if self.stats.is_some() { picked } else { 0 };
+            match calls.open(CallKind::Unary(Some(waker.clone())), true, opened) {
+                Ok(opened) => {
+                    self.publish(&calls);
+                    opened
+                }
+                // Not sent: the general path takes another connection.
+                Err(Refused::Broken(_)) => return Err(NotOpened::Later(metadata)),
+                Err(Refused::Full) => return Err(NotOpened::Later(metadata)),
+            }
+        };
+        // The handle takes over the caller's reference to the connection
+        // (a reference count is a line every caller's thread shares).
+        let mut handle = self.handle(id);
+        let mut head = call_head(id, true, timeout, metadata);
+        let open = Open {
+            path,
+            head: &mut head,
+            msg: Some(msg),
+        };
+        match handle.conn.out.try_push(open, alone) {
+            Ok(()) => {
+                handle.sent = true;
+                Ok(handle)
+            }
+            // Dropping the unsent handle frees the entry.
+            Err(conn::TrySendError::Full(_)) => {
+                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
+            }
+            // Refused for a GOAWAY the reader just handled: the general
+            // path takes another connection.
+            Err(conn::TrySendError::Encode(e)) if going_away(&e) => {
+                drop(handle);
+                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
+            }
+            Err(conn::TrySendError::Encode(e)) => Err(NotOpened::Failed(
+                Status::resource_exhausted(format!("request not sent: {e}")),
+            )),
+            Err(conn::TrySendError::Closed(_)) => {
+                drop(handle);
+                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
+            }
+        }
+    }
+
+    /// The caller's handle on call `id`, not yet sent.
+    fn handle(self, id: CallId) -> CallHandle {
+        CallHandle {
+            conn: self,
+            id,
+            sent: false,
+            done: false,
+            freed: false,
+        }
+    }
+}
+
 /// The encoder refused a CALL because the server is going away.
 fn going_away(e: &conn::Error) -> bool {
     e.downcast_ref::<EncodeError>() == Some(&EncodeError::GoingAway)
@@ -449,7 +453,7 @@ impl Drop for CapacityWaiter<'_> {
 /// The caller's hold on a call; dropping it before the call finished
 /// cancels the call on the server.
 pub(super) struct CallHandle {
-    pub(super) conn: Arc<ClientConn>,
+    pub(super) conn: ConnRef,
     pub(super) id: CallId,
     sent: bool,
     /// The call ended as far as the caller cares: a drop sends no CANCEL

@@ -12,6 +12,8 @@
 //!   their sinks.
 //! - `conn`: one connection: its call table under a lock, shared by the
 //!   callers and the reader.
+//! - `share`: the references callers hold to a connection, counted in
+//!   shares by thread.
 //! - `calls`: the call table as pure code (frames in, effects out).
 //! - `reader`: opening a connection, and its reader task.
 
@@ -21,6 +23,7 @@ mod conn;
 mod fleet;
 mod pool;
 mod reader;
+mod share;
 mod streaming;
 mod unary;
 
@@ -35,9 +38,9 @@ use tram_wire::Metadata;
 use super::{Request, Status};
 use crate::observe::{EndpointInfo, Observed, TRAM, observe, trace};
 pub(crate) use builder::ChannelConfig;
-pub(crate) use conn::ClientConn;
 use pool::Pool;
 pub(crate) use reader::connect;
+pub(crate) use share::{ConnRef, Shares};
 
 /// A client of one server address, or of a fleet (see
 /// [`crate::balance`]): cheap to clone, shared by any number of tasks. Connects on the first call (or at once with [`Channel::connect`]),

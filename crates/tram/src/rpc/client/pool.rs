@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::super::Status;
 use super::builder::ChannelConfig;
-use super::conn::ClientConn;
+use super::share::ConnRef;
 use crate::balance::discover::{self, Discovery, EndpointSet};
 use crate::balance::endpoint::{Endpoint, nanos};
 use crate::balance::pick;
@@ -81,7 +81,7 @@ impl Pool {
     /// picked at, on the balancer's clock (0: not timed). `None` when none is ready (the general path waits for
     /// one, or connects it).
     #[inline]
-    pub(super) fn ready_connection(&self) -> Option<(Arc<ClientConn>, u64)> {
+    pub(super) fn ready_connection(&self) -> Option<(ConnRef, u64)> {
         match &self.single {
             Some(e) => e.ready_connection().map(|c| (c, 0)),
             None => self.pick(),
@@ -90,7 +90,7 @@ impl Pool {
 
     /// The connection a balanced call takes, if one is ready; endpoints
     /// seen without a connection start connecting.
-    fn pick(&self) -> Option<(Arc<ClientConn>, u64)> {
+    fn pick(&self) -> Option<(ConnRef, u64)> {
         self.start();
         let endpoints = self.set.endpoints.read();
         if let [only] = &endpoints[..] {
@@ -117,14 +117,14 @@ impl Pool {
     ///
     /// `UNAVAILABLE`: no endpoint can be reached now (each failed and is
     /// backing off), or none became ready within the connect timeout.
-    pub(super) async fn connection(&self) -> Result<Arc<ClientConn>, Status> {
+    pub(super) async fn connection(&self) -> Result<ConnRef, Status> {
         match &self.single {
             Some(e) => e.connection(&self.config).await,
             None => Box::pin(self.balanced_connection()).await,
         }
     }
 
-    async fn balanced_connection(&self) -> Result<Arc<ClientConn>, Status> {
+    async fn balanced_connection(&self) -> Result<ConnRef, Status> {
         self.start();
         let give_up = Instant::now() + self.config.connect_timeout;
         loop {

@@ -15,14 +15,15 @@ use tram_wire::{CallId, Metadata};
 use super::super::stream::{CallShared, Streaming, send_message};
 use super::super::{IntoStreamingRequest, Request, Response, Status, deadline};
 use super::Channel;
-use super::conn::{CallHandle, ClientConn};
+use super::conn::CallHandle;
+use super::share::ConnRef;
 use crate::observe::{MethodObs, Observed};
 
 /// Sends the requests of a bidirectional call. Dropping it without
 /// [`RequestSink::close`] leaves the request stream open; dropping it and
 /// the call's response [`Streaming`] cancels the call.
 pub struct RequestSink<Req> {
-    conn: Arc<ClientConn>,
+    conn: ConnRef,
     shared: Arc<CallShared>,
     id: CallId,
     guard: Arc<Mutex<CallHandle>>,
