@@ -163,7 +163,9 @@ impl FrameDecoder {
                     None
                 };
                 let has_message = b & flags::CALL_MESSAGE != 0;
-                if !has_message && head != 2 + body_len {
+                // The method id (and the deadline) must lie within the
+                // frame: a body of the call id alone ends before them.
+                if head > 2 + body_len || (!has_message && head != 2 + body_len) {
                     return None;
                 }
                 // Without a message nothing of the frame is kept: no
@@ -373,9 +375,29 @@ pub(crate) mod tests {
         assert!(dec.decode_short(&mut cut).is_none());
     }
 
+    /// A CALL whose body ends after its call id, followed by another frame:
+    /// the method id is not the next frame's first byte, and the frame is
+    /// refused with an error, not sliced past its end (found by
+    /// `run::tests`' property, as a panic).
+    #[test]
+    fn a_call_without_its_method_is_an_error() {
+        let mut dec = FrameDecoder::new(1 << 20);
+        for fl in [
+            flags::CALL_MESSAGE,
+            flags::CALL_MESSAGE | flags::CALL_DEADLINE,
+            0,
+        ] {
+            let mut src = raw(FrameType::Call, fl, &[0], b"");
+            src.extend_from_slice(&raw(FrameType::Message, 0, &[0], b"\0"));
+            assert!(dec.decode_short(&mut src.clone()).is_none(), "{src:?}");
+            assert!(dec.decode(&mut src).is_err(), "{src:?}");
+        }
+    }
+
     proptest! {
-        /// The short path and the general one agree on every input: the
-        /// same frame or error, and as much of the buffer taken.
+        /// The short path and the general one agree on every input, with
+        /// or without bytes after the frame: the same frame or error, and
+        /// as much of the buffer taken.
         #[test]
         fn short_decoding_matches_the_general_path(
             ty in prop_oneof![
@@ -392,9 +414,12 @@ pub(crate) mod tests {
             tail in proptest::collection::vec(any::<u8>(), 0..130),
             cut in 0usize..4,
             max in prop_oneof![4 => Just(1u32 << 20), 1 => 0u32..140],
+            after in proptest::collection::vec(any::<u8>(), 0..4),
         ) {
             let mut bytes = raw(ty, fl, &varints, &tail);
             bytes.truncate(bytes.len().saturating_sub(cut));
+            // Bytes of whatever comes next: never part of this frame.
+            bytes.extend_from_slice(&after);
             let mut dec = FrameDecoder::new(max);
             let (mut short_src, mut general_src) = (bytes.clone(), bytes.clone());
             let short = dec.decode(&mut short_src);
