@@ -70,7 +70,14 @@ build() {
         mkdir -p "$src"
         git -C "$root" archive "$sha" | tar -x -C "$src"
         [ -z "$cap" ] || patch_tokio "$src" "$cap"
-        (cd "$src" && CARGO_TARGET_DIR="$work/target" cargo build --release --quiet -p tram-bench)
+        # Explicit: errexit does not reach into the command substitution
+        # this runs in, and a failed build would leave the last build's
+        # binary to be copied under this revision's name.
+        if ! (cd "$src" && CARGO_TARGET_DIR="$work/target" cargo build --release --quiet -p tram-bench); then
+            echo "build of $rev ($sha) failed" >&2
+            rm -rf "$src"
+            return 1
+        fi
         cp "$work/target/release/tram-bench" "$bin"
         rm -rf "$src"
     fi
