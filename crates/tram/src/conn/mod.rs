@@ -47,8 +47,8 @@ pub use codec::{ProstCodec, ProstError};
 pub use error::{Error, ErrorKind, TrySendError};
 pub use inbound::{Batch, Inbound};
 pub use net::{CongestionControl, Listener, TcpConfig, connect};
-pub(crate) use outbound::channel as outbound_channel;
 pub use outbound::{Cork, FlushPolicy, Sender};
+pub(crate) use outbound::{Locked, channel as outbound_channel};
 pub use writebuf::{SPLICE_MIN, WriteBuf};
 
 /// Buffer sizes, bounds and the flush policy of a connection.

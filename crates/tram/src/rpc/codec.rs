@@ -10,6 +10,7 @@ use tram_wire::{
     encode_call_header_sized, encode_message_header, encode_message_header_with_metadata, preface,
 };
 
+use super::client::calls::Calls;
 use crate::conn::{Decoder, Encoder, WriteBuf};
 
 /// Why an outgoing frame could not be encoded. Nothing of it is queued.
@@ -44,6 +45,9 @@ pub(crate) struct RpcEncoder {
     peer: Settings,
     /// The server said GOAWAY (client side): CALL frames are refused.
     going_away: bool,
+    /// The client's call table, kept here so that it shares the queue's
+    /// lock (see `client::conn::CallsGuard`); empty on a server.
+    pub(crate) calls: Calls,
 }
 
 impl RpcEncoder {
@@ -59,6 +63,7 @@ impl RpcEncoder {
                 ..Settings::DEFAULT
             },
             going_away: false,
+            calls: Calls::new(),
         }
     }
 

@@ -7,7 +7,7 @@ use tram_wire::{CallId, Frame, GoAway, MessageRun, Reason, Settings};
 
 use super::codec::RpcEncoder;
 use super::stream::CallShared;
-use crate::conn::Sender;
+use crate::conn::{Locked, Sender};
 
 /// Why a connection is closed: the peer broke the protocol, exceeded a
 /// limit or missed a deadline. It becomes a GOAWAY with `reason`.
@@ -64,23 +64,50 @@ pub(crate) enum Control {
     Other(Frame),
 }
 
+/// Where [`control`] keeps the peer's limits and sends its answers: the
+/// outbound queue, or the queue already locked (the client's reader, which
+/// holds it for the call table).
+pub(crate) trait ControlOut {
+    fn set_peer(&mut self, settings: Settings);
+    /// Queues `frame`, best effort (a closed connection needs no answer).
+    fn send(&mut self, frame: Frame);
+}
+
+impl ControlOut for &Sender<RpcEncoder> {
+    fn set_peer(&mut self, settings: Settings) {
+        self.with_encoder(|e| e.set_peer(settings));
+    }
+    fn send(&mut self, frame: Frame) {
+        let _ = self.force_send(frame);
+    }
+}
+
+impl ControlOut for &mut Locked<'_, RpcEncoder> {
+    fn set_peer(&mut self, settings: Settings) {
+        self.encoder_mut().set_peer(settings);
+    }
+    fn send(&mut self, frame: Frame) {
+        let _ = self.force_send(frame);
+    }
+}
+
 /// Applies the rules every connection shares to `frame`: the peer's first
 /// frame is SETTINGS and it comes once; a PING is answered.
 pub(crate) fn control(
     settled: bool,
     frame: Frame,
-    out: &Sender<RpcEncoder>,
+    mut out: impl ControlOut,
 ) -> Result<Control, ProtocolError> {
     match frame {
         Frame::Settings(s) if !settled => {
-            out.with_encoder(|e| e.set_peer(s));
+            out.set_peer(s);
             Ok(Control::Settled(s))
         }
         _ if !settled => Err(not_settings()),
         Frame::Settings(_) => Err(ProtocolError::new("second SETTINGS")),
         Frame::Ping(p) => match p.reply() {
             Some(pong) => {
-                let _ = out.force_send(Frame::Ping(pong));
+                out.send(Frame::Ping(pong));
                 Ok(Control::Handled)
             }
             None => Ok(Control::Pong(p.payload)),

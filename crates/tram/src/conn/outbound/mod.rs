@@ -16,6 +16,7 @@
 //! bounded in bytes, and a sender that finds it full waits (or gets
 //! [`TrySendError::Full`]).
 
+mod locked;
 mod state;
 mod writer;
 
@@ -25,7 +26,8 @@ use std::time::Duration;
 
 use super::codec::Encoder;
 use super::error::{Error, TrySendError};
-use state::{AfterPush, Shared, State};
+pub(crate) use locked::Locked;
+use state::{AfterPush, Shared, State, unbounded};
 pub(crate) use writer::channel;
 
 /// When queued bytes are written to the transport.
@@ -138,22 +140,7 @@ impl<E> Sender<E> {
     {
         let shared = &*self.shared;
         let mut st = shared.state.lock();
-        if st.refuses() {
-            return Err(TrySendError::Closed(item));
-        }
-        if st.queue.len() >= shared.max_queued {
-            st.waiters = true;
-            return Err(TrySendError::Full(item));
-        }
-        let before = st.queue.len();
-        let mark = st.queue.mark();
-        let State { queue, encoder, .. } = &mut *st;
-        if let Err(e) = encoder.encode(item, queue) {
-            st.queue.rollback(mark);
-            return Err(TrySendError::Encode(Error::encode(e)));
-        }
-        let after = st.queue.len();
-        let then = shared.pushed(&mut st, before, after, inline);
+        let then = shared.push(&mut st, item, inline, true)?;
         drop(st);
         self.then(then);
         Ok(())
@@ -320,18 +307,7 @@ impl<E> Sender<E> {
     {
         let shared = &*self.shared;
         let mut st = shared.state.lock();
-        if st.refuses() {
-            return Err(Error::closed());
-        }
-        let before = st.queue.len();
-        let mark = st.queue.mark();
-        let State { queue, encoder, .. } = &mut *st;
-        if let Err(e) = encoder.encode(item, queue) {
-            st.queue.rollback(mark);
-            return Err(Error::encode(e));
-        }
-        let after = st.queue.len();
-        let then = shared.pushed(&mut st, before, after, true);
+        let then = shared.push(&mut st, item, true, false).map_err(unbounded)?;
         drop(st);
         self.then(then);
         Ok(())
@@ -359,17 +335,15 @@ impl<E> Sender<E> {
     /// [`ErrorKind::Closed`](super::ErrorKind::Closed).
     pub fn close(&self) {
         let mut st = self.shared.state.lock();
-        if st.refuses() {
-            return;
-        }
-        st.closing = true;
-        // A parked writer must wake to finish up; a busy one (or an inline
-        // writer, which hands the pipe back to it) sees the flag next.
-        let wake = std::mem::replace(&mut st.writer_idle, false);
+        let then = st.close();
         drop(st);
-        if wake {
-            self.shared.wake_writer.notify_one();
-        }
+        self.then(then);
+    }
+
+    /// Holds the queue's lock until the guard drops, for several steps
+    /// under it (see [`Locked`]).
+    pub(crate) fn lock(&self) -> Locked<'_, E> {
+        Locked::new(self)
     }
 
     fn then(&self, then: AfterPush) {

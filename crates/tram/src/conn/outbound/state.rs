@@ -11,7 +11,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::FlushPolicy;
-use crate::conn::error::ErrorKind;
+use crate::conn::codec::Encoder;
+use crate::conn::error::{Error, ErrorKind, TrySendError};
 use crate::conn::writebuf::WriteBuf;
 
 pub(super) type Io = Box<dyn AsyncWrite + Send + Unpin>;
@@ -67,6 +68,29 @@ impl<E> State<E> {
     pub(super) fn refuses(&self) -> bool {
         self.closed.is_some() || self.closing
     }
+
+    /// Stops queueing (see `Sender::close`): a parked writer must wake to
+    /// finish up; a busy one (or an inline writer, which hands the pipe
+    /// back to it) sees the flag next.
+    pub(super) fn close(&mut self) -> AfterPush {
+        if self.refuses() {
+            return AfterPush::Nothing;
+        }
+        self.closing = true;
+        if std::mem::replace(&mut self.writer_idle, false) {
+            AfterPush::WakeWriter
+        } else {
+            AfterPush::Nothing
+        }
+    }
+}
+
+/// The error of a push that ignored the queue's bound.
+pub(super) fn unbounded<T>(e: TrySendError<T>) -> Error {
+    match e {
+        TrySendError::Encode(e) => e,
+        TrySendError::Closed(_) | TrySendError::Full(_) => Error::closed(),
+    }
 }
 
 /// What a sender does after queueing, once the lock is released.
@@ -91,6 +115,37 @@ pub(super) enum WriteDue {
 }
 
 impl<E> Shared<E> {
+    /// Encodes `item` onto the queue under the lock (refused when closed,
+    /// or, if `bounded`, when the queue is at its byte bound), and decides
+    /// who writes it.
+    pub(super) fn push<T>(
+        &self,
+        st: &mut State<E>,
+        item: T,
+        inline: bool,
+        bounded: bool,
+    ) -> Result<AfterPush, TrySendError<T>>
+    where
+        E: Encoder<T>,
+    {
+        if st.refuses() {
+            return Err(TrySendError::Closed(item));
+        }
+        if bounded && st.queue.len() >= self.max_queued {
+            st.waiters = true;
+            return Err(TrySendError::Full(item));
+        }
+        let before = st.queue.len();
+        let mark = st.queue.mark();
+        let State { queue, encoder, .. } = st;
+        if let Err(e) = encoder.encode(item, queue) {
+            st.queue.rollback(mark);
+            return Err(TrySendError::Encode(Error::encode(e)));
+        }
+        let after = st.queue.len();
+        Ok(self.pushed(st, before, after, inline))
+    }
+
     /// Accounts for the queue growing from `before` to `after` bytes, under
     /// the lock, and decides who writes it.
     pub(super) fn pushed(

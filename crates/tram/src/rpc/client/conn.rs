@@ -1,7 +1,8 @@
-//! One connection of a channel: its call table under a lock shared by the
-//! callers (opening, polling and releasing calls) and its reader (routing
-//! the server's frames), and its outbound queue. Sending happens on the
-//! caller's task.
+//! One connection of a channel: its outbound queue and its call table,
+//! which the queue's encoder keeps under the queue's one lock, shared by
+//! the callers (opening, polling and releasing calls, queueing their
+//! frames) and the reader (routing the server's frames). Sending happens
+//! on the caller's task.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use parking_lot::{Mutex, MutexGuard};
+use std::ops::{Deref, DerefMut};
+
 use tokio::sync::Notify;
 use tram_wire::{Call, CallId, Code, Metadata};
 
@@ -21,13 +23,14 @@ use super::super::unary::Answer;
 use super::calls::{CallKind, Calls, Effects, Refused};
 use super::share::ConnRef;
 use crate::balance::endpoint::{Stats, nanos};
-use crate::conn::{self, Sender};
+use crate::conn::{self, Locked, Sender};
 use crate::observe::ConnectionInfo;
 
 /// One connection's client side.
 pub(crate) struct ClientConn {
+    /// The outbound queue; its encoder keeps the call table
+    /// ([`ClientConn::calls`]).
     pub(super) out: Sender<RpcEncoder>,
-    pub(super) calls: Mutex<Calls>,
     /// Set once the table is broken, readable without the lock.
     unusable: AtomicBool,
     /// Calls open, published for the pool's least-loaded choice.
@@ -73,7 +76,6 @@ impl ClientConn {
     ) -> ClientConn {
         ClientConn {
             out,
-            calls: Mutex::new(Calls::new()),
             unusable: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             publish_load,
@@ -116,20 +118,29 @@ impl ClientConn {
     /// when the calls still open on it end.
     pub(crate) fn abandon(&self) {
         self.abandoned.store(true, Ordering::Relaxed);
-        let calls = self.calls.lock();
-        self.close_if_abandoned(&calls);
+        let mut calls = self.calls();
+        self.close_if_abandoned(&mut calls);
     }
 
-    fn close_if_abandoned(&self, calls: &Calls) {
+    fn close_if_abandoned(&self, calls: &mut CallsGuard<'_>) {
         if calls.len() == 0 && self.abandoned.load(Ordering::Relaxed) {
-            self.out.close();
+            calls.out().close();
         }
+    }
+
+    /// The call table, locked. It lives in the outbound queue's encoder,
+    /// under the queue's lock: opening a call and queueing its CALL take
+    /// that one lock, and each acquisition is a pair of locked operations
+    /// on a line every caller's thread writes.
+    #[inline]
+    pub(super) fn calls(&self) -> CallsGuard<'_> {
+        CallsGuard(self.out.lock())
     }
 
     /// A snapshot of the connection.
     pub(crate) fn info(&self) -> ConnectionInfo {
         let (calls, started, going_away) = {
-            let calls = self.calls.lock();
+            let calls = self.calls();
             (calls.len(), calls.started(), calls.broken().is_some())
         };
         ConnectionInfo::new(
@@ -152,9 +163,9 @@ impl ClientConn {
     /// frames are queued before the lock goes (a CANCEL before its id can
     /// be reused), callers woken after (so that they do not wake only to
     /// wait for it).
-    pub(super) fn apply(&self, calls: MutexGuard<'_, Calls>, fx: &mut Effects) {
+    pub(super) fn apply(&self, mut calls: CallsGuard<'_>, fx: &mut Effects) {
         for frame in fx.send.drain(..) {
-            let _ = self.out.force_send(frame);
+            let _ = calls.out().force_send(frame);
         }
         if let (Some(stats), Some(now)) = (&self.stats, fx.now) {
             for (rtt, failed) in fx.samples.drain(..) {
@@ -167,7 +178,7 @@ impl ClientConn {
         let freed = std::mem::take(&mut fx.freed);
         if freed > 0 {
             self.publish(&calls);
-            self.close_if_abandoned(&calls);
+            self.close_if_abandoned(&mut calls);
         }
         // Only when someone waits: `notify_one` is a write to a line every
         // caller's thread would otherwise share.
@@ -187,7 +198,7 @@ impl ClientConn {
     }
 
     pub(super) fn new_shared(&self) -> Arc<CallShared> {
-        let peer = self.calls.lock().peer;
+        let peer = self.calls().peer;
         CallShared::new(self.window, peer.initial_credit)
     }
 
@@ -200,8 +211,7 @@ impl ClientConn {
     }
 
     pub(super) fn broken_status(&self) -> Status {
-        self.calls
-            .lock()
+        self.calls()
             .broken()
             .cloned()
             .unwrap_or_else(|| Status::unavailable("connection closed"))
@@ -215,13 +225,13 @@ impl ClientConn {
         id: CallId,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Answer, Status>> {
-        let mut calls = self.calls.lock();
+        let mut calls = self.calls();
         let outcome = calls.poll_unary(id, cx);
         let mut next = None;
         if outcome.is_ready() {
             next = calls.pass_on();
             self.publish(&calls);
-            self.close_if_abandoned(&calls);
+            self.close_if_abandoned(&mut calls);
             if calls.capacity_waiters > 0 {
                 self.capacity.notify_one();
             }
@@ -236,7 +246,7 @@ impl ClientConn {
     /// The caller is done with call `id`, finished or not.
     fn release(&self, id: CallId, sent: bool, code: Code) {
         let mut fx = Effects::default();
-        let mut calls = self.calls.lock();
+        let mut calls = self.calls();
         calls.release(id, sent, code, &mut fx);
         self.apply(calls, &mut fx);
     }
@@ -244,7 +254,7 @@ impl ClientConn {
     /// Ends our direction of call `id`; whether the server's has ended too.
     pub(super) fn half_close(&self, id: CallId) -> bool {
         let mut fx = Effects::default();
-        let mut calls = self.calls.lock();
+        let mut calls = self.calls();
         let server_done = calls.half_close(id, &mut fx);
         self.apply(calls, &mut fx);
         server_done
@@ -256,7 +266,7 @@ impl ClientConn {
             now: self.now(),
             ..Effects::default()
         };
-        let mut calls = self.calls.lock();
+        let mut calls = self.calls();
         calls.fail_all(why, &mut fx);
         self.apply(calls, &mut fx);
         self.capacity.notify_waiters();
@@ -289,7 +299,7 @@ impl ConnRef {
         };
         let (id, alone) = loop {
             {
-                let mut calls = self.calls.lock();
+                let mut calls = self.calls();
                 if waiting.counted {
                     calls.capacity_waiters -= 1;
                     waiting.counted = false;
@@ -357,31 +367,34 @@ impl ConnRef {
         picked: u64,
     ) -> Result<CallHandle, NotOpened> {
         let metadata = self.intercept(path, metadata).map_err(NotOpened::Failed)?;
-        // As in `open`: a lone call is written inline, one among others is
-        // queued for the writer task's next batch.
-        let (id, alone) = {
-            let mut calls = self.calls.lock();
-            let opened = if self.stats.is_some() { picked } else { 0 };
-            match calls.open(CallKind::Unary(Some(waker.clone())), true, opened) {
-                Ok(opened) => {
-                    self.publish(&calls);
-                    opened
-                }
-                // Not sent: the general path takes another connection.
-                Err(Refused::Broken(_)) => return Err(NotOpened::Later(metadata)),
-                Err(Refused::Full) => return Err(NotOpened::Later(metadata)),
+        // The call is registered and its CALL queued under one lock. As in
+        // `open`, a lone call is written inline (once the lock is released),
+        // one among others queued for the writer task's next batch.
+        let mut calls = self.calls();
+        let opened = if self.stats.is_some() { picked } else { 0 };
+        let (id, alone) = match calls.open(CallKind::Unary(Some(waker.clone())), true, opened) {
+            Ok(opened) => {
+                self.publish(&calls);
+                opened
             }
+            // Not sent: the general path takes another connection.
+            Err(Refused::Broken(_)) => return Err(NotOpened::Later(metadata)),
+            Err(Refused::Full) => return Err(NotOpened::Later(metadata)),
         };
-        // The handle takes over the caller's reference to the connection
-        // (a reference count is a line every caller's thread shares).
-        let mut handle = self.handle(id);
         let mut head = call_head(id, true, timeout, metadata);
         let open = Open {
             path,
             head: &mut head,
             msg: Some(msg),
         };
-        match handle.conn.out.try_push(open, alone) {
+        let pushed = calls.out().try_push(open, alone);
+        // Released before the handle exists: dropping an unsent handle
+        // takes the lock to free the entry.
+        drop(calls);
+        // The handle takes over the caller's reference to the connection
+        // (a reference count is a line every caller's thread shares).
+        let mut handle = self.handle(id);
+        match pushed {
             Ok(()) => {
                 handle.sent = true;
                 Ok(handle)
@@ -445,7 +458,7 @@ struct CapacityWaiter<'a> {
 impl Drop for CapacityWaiter<'_> {
     fn drop(&mut self) {
         if self.counted {
-            self.conn.calls.lock().capacity_waiters -= 1;
+            self.conn.calls().capacity_waiters -= 1;
         }
     }
 }
@@ -477,5 +490,33 @@ impl Drop for CallHandle {
         }
         let code = if self.done { Code::Ok } else { Code::Cancelled };
         self.conn.release(self.id, self.sent, code);
+    }
+}
+
+/// The call table under the outbound queue's lock ([`ClientConn::calls`]).
+/// Frames queued through [`CallsGuard::out`] are written, or the writer
+/// woken, once it drops.
+pub(super) struct CallsGuard<'a>(Locked<'a, RpcEncoder>);
+
+impl<'a> CallsGuard<'a> {
+    /// The queue, to push frames under this lock.
+    #[inline]
+    pub(super) fn out(&mut self) -> &mut Locked<'a, RpcEncoder> {
+        &mut self.0
+    }
+}
+
+impl Deref for CallsGuard<'_> {
+    type Target = Calls;
+    #[inline]
+    fn deref(&self) -> &Calls {
+        &self.0.encoder().calls
+    }
+}
+
+impl DerefMut for CallsGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Calls {
+        &mut self.0.encoder_mut().calls
     }
 }

@@ -10,7 +10,8 @@
 //! - `unary`: [`UnaryCall`] (the fast path and the general one) and batches.
 //! - `streaming`: server, client and bidirectional streaming calls, and
 //!   their sinks.
-//! - `conn`: one connection: its call table under a lock, shared by the
+//! - `conn`: one connection: its outbound queue, and its call table kept
+//!   in the queue's encoder under the queue's one lock, shared by the
 //!   callers and the reader.
 //! - `share`: the references callers hold to a connection, counted in
 //!   shares by thread.
@@ -18,7 +19,7 @@
 //! - `reader`: opening a connection, and its reader task.
 
 mod builder;
-mod calls;
+pub(super) mod calls;
 mod conn;
 mod fleet;
 mod pool;

@@ -14,7 +14,7 @@ use tram_wire::Frame;
 
 use super::super::Status;
 use super::super::alarm::Alarm;
-use super::super::codec::{Received, RpcEncoder, RunDecoder};
+use super::super::codec::{Received, RunDecoder};
 use super::super::protocol::{self, Control, ProtocolError};
 use super::super::timers::{Keepalive, TimerEvent, Timers};
 use super::super::transport::{self, BoxRead};
@@ -31,8 +31,9 @@ use crate::observe::{CloseReason, Observers, limit};
 /// each run handled wakes a relay's head, which pushes the run before's out
 /// of the worker's LIFO slot for the other worker to steal, and a read
 /// split into runs spreads its callers over both workers, whose caches then
-/// trade the call table's lines. Bounded so that the lock is held for some
-/// microseconds at most while callers wait to open calls.
+/// trade the call table's lines. Bounded so that the lock (the outbound
+/// queue's too) is held for some microseconds at most while callers wait
+/// to open calls and the writer to take its next batch.
 const READ_RUN: usize = 256;
 
 /// How long the callers on a relay may go unwoken (see `calls`): the bound
@@ -155,7 +156,7 @@ async fn read_loop(
             biased;
             () = &mut flush, if flush_armed => {
                 flush_armed = false;
-                let mut calls = conn.calls.lock();
+                let mut calls = conn.calls();
                 calls.flush_relay(&mut fx);
                 conn.apply(calls, &mut fx);
                 continue;
@@ -207,7 +208,7 @@ async fn read_loop(
             };
             match settings {
                 Ok(Control::Settled(s)) => {
-                    conn.calls.lock().settled(s);
+                    conn.calls().settled(s);
                     conn.capacity.notify_waiters();
                     settled = true;
                     if let Some(tx) = settled_tx.take() {
@@ -237,16 +238,16 @@ async fn read_loop(
             let full = batch.len() == READ_RUN;
             let mut broken = None;
             let relaying = {
-                let mut calls = conn.calls.lock();
+                let mut calls = conn.calls();
                 for received in batch.drain(..) {
                     let handled = match received {
                         Received::Frame(f) if !protocol::is_control(&f) => {
                             if matches!(f, Frame::GoAway(_)) {
-                                conn.out.with_encoder(RpcEncoder::stop_calls);
+                                calls.out().encoder_mut().stop_calls();
                             }
                             calls.frame(f, &mut fx)
                         }
-                        Received::Frame(f) => match protocol::control(true, f, &conn.out) {
+                        Received::Frame(f) => match protocol::control(true, f, calls.out()) {
                             Ok(Control::Other(f)) => calls.frame(f, &mut fx),
                             Ok(_) => Ok(()),
                             Err(e) => Err(e),

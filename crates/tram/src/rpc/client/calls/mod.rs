@@ -1,8 +1,9 @@
 //! The client's side of one connection's calls, as pure code: callers open
 //! and release calls, the server's frames answer them, and every change
 //! says what the connection must do (frames to send, callers to wake, slots
-//! freed) without touching a socket or a task. The connection keeps it
-//! under one lock, shared by its callers and its reader.
+//! freed) without touching a socket or a task. The connection keeps it in
+//! its outbound queue's encoder, under the queue's lock, shared by its
+//! callers and its reader (`conn::CallsGuard`).
 //!
 //! Calls live in a table keyed by call id (`ids`): a new call takes the id
 //! freed last, but ids are kept under 128 while fewer calls than that are
@@ -125,6 +126,14 @@ enum State {
         waker: Option<Waker>,
     },
     Stream(Arc<CallShared>),
+}
+
+impl std::fmt::Debug for Calls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Calls")
+            .field("open", &self.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Calls {
