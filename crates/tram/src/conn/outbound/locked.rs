@@ -58,13 +58,7 @@ impl<'a, E> Locked<'a, E> {
     where
         E: Encoder<T>,
     {
-        let then = self
-            .then
-            .sender
-            .shared
-            .push(&mut self.st, item, inline, true)?;
-        self.after(then);
-        Ok(())
+        self.push(item, inline, true)
     }
 
     /// [`Sender::force_send`] under this lock.
@@ -72,12 +66,15 @@ impl<'a, E> Locked<'a, E> {
     where
         E: Encoder<T>,
     {
-        let then = self
-            .then
-            .sender
-            .shared
-            .push(&mut self.st, item, true, false)
-            .map_err(unbounded)?;
+        self.push(item, true, false).map_err(unbounded)
+    }
+
+    fn push<T>(&mut self, item: T, inline: bool, bounded: bool) -> Result<(), TrySendError<T>>
+    where
+        E: Encoder<T>,
+    {
+        let shared = &self.then.sender.shared;
+        let then = shared.push(&mut self.st, item, inline, bounded)?;
         self.after(then);
         Ok(())
     }
