@@ -5,12 +5,11 @@
 //! on the caller's task.
 
 use std::net::SocketAddr;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-
-use std::ops::{Deref, DerefMut};
 
 use tokio::sync::Notify;
 use tram_wire::{Call, CallId, Code, Metadata};
