@@ -27,7 +27,7 @@ use std::time::Duration;
 use super::codec::Encoder;
 use super::error::{Error, TrySendError};
 pub(crate) use locked::Locked;
-use state::{AfterPush, Shared, State, unbounded};
+use state::{AfterPush, Shared, State};
 pub(crate) use writer::channel;
 
 /// When queued bytes are written to the transport.
@@ -138,12 +138,7 @@ impl<E> Sender<E> {
     where
         E: Encoder<T>,
     {
-        let shared = &*self.shared;
-        let mut st = shared.state.lock();
-        let then = shared.push(&mut st, item, inline, true)?;
-        drop(st);
-        self.then(then);
-        Ok(())
+        self.lock().try_push(item, inline)
     }
 
     /// Queues every item of `items` in order, taking the queue's lock once
@@ -305,12 +300,7 @@ impl<E> Sender<E> {
     where
         E: Encoder<T>,
     {
-        let shared = &*self.shared;
-        let mut st = shared.state.lock();
-        let then = shared.push(&mut st, item, true, false).map_err(unbounded)?;
-        drop(st);
-        self.then(then);
-        Ok(())
+        self.lock().force_send(item)
     }
 
     /// Bytes queued and not yet taken by a writer.
@@ -334,10 +324,7 @@ impl<E> Sender<E> {
     /// FIN), as when the last sender is dropped. Later sends fail with
     /// [`ErrorKind::Closed`](super::ErrorKind::Closed).
     pub fn close(&self) {
-        let mut st = self.shared.state.lock();
-        let then = st.close();
-        drop(st);
-        self.then(then);
+        self.lock().close();
     }
 
     /// Holds the queue's lock until the guard drops, for several steps
