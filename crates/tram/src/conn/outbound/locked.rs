@@ -26,7 +26,7 @@ struct Then<'a, E> {
     sender: &'a Sender<E>,
     wake_writer: bool,
     /// Taken by a push to write inline.
-    pipe: Option<Pipe>,
+    pipe: Option<Box<Pipe>>,
 }
 
 impl<'a, E> Locked<'a, E> {

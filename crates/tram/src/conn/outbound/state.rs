@@ -44,8 +44,11 @@ pub(super) struct State<E> {
     pub(super) encoder: E,
     /// Total bytes ever queued.
     pub(super) queued_total: u64,
-    /// The pipe, while nobody is writing.
-    pub(super) pipe: Option<Pipe>,
+    /// The pipe, while nobody is writing. Boxed: it moves out and back at
+    /// every inline write and through the guard that carries it out of the
+    /// lock, where a pointer is cheaper to move (and an empty slot to drop)
+    /// than the write half with its buffer.
+    pub(super) pipe: Option<Box<Pipe>>,
     /// The writer task is parked and must be woken to do anything.
     pub(super) writer_idle: bool,
     /// When the oldest queued byte was queued (for Linger).
@@ -97,7 +100,7 @@ pub(super) fn unbounded<T>(e: TrySendError<T>) -> Error {
 pub(super) enum AfterPush {
     Nothing,
     WakeWriter,
-    WriteInline(Pipe),
+    WriteInline(Box<Pipe>),
 }
 
 /// What the writer task waits for before its next look at the queue.

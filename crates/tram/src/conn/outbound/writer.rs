@@ -20,7 +20,7 @@ impl<E> Shared<E> {
     /// then once more for what was queued meanwhile. Whatever is left (the
     /// socket would block, or senders keep queueing) goes to the writer
     /// task with the pipe.
-    pub(super) fn write_inline(&self, mut pipe: Pipe) {
+    pub(super) fn write_inline(&self, mut pipe: Box<Pipe>) {
         let mut cx = Context::from_waker(Waker::noop());
         for round in 0.. {
             let mut wrote = 0;
@@ -101,10 +101,10 @@ where
             queue: WriteBuf::with_capacity(buffer),
             encoder,
             queued_total: 0,
-            pipe: Some(Pipe {
+            pipe: Some(Box::new(Pipe {
                 io: Box::new(io),
                 out: WriteBuf::with_capacity(buffer),
-            }),
+            })),
             writer_idle: true,
             oldest: None,
             flush_requested: false,
@@ -186,7 +186,7 @@ async fn write_until_done<E>(shared: &Shared<E>) -> Result<(), Error> {
 /// the pipe holding the batch (empty when it is time to shut down), or
 /// `None` when the connection closed meanwhile. `current_thread`: the
 /// writer runs on a current-thread runtime.
-async fn next_batch<E>(shared: &Shared<E>, current_thread: bool) -> Option<Pipe> {
+async fn next_batch<E>(shared: &Shared<E>, current_thread: bool) -> Option<Box<Pipe>> {
     // Under Immediate, the writer lets the tasks runnable when it woke run
     // first (one yield), so that everything they queue goes in this batch.
     let mut yielded = shared.policy != FlushPolicy::Immediate;
