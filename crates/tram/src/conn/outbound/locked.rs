@@ -10,7 +10,7 @@
 
 use parking_lot::MutexGuard;
 
-use super::state::{AfterPush, Pipe, State, unbounded};
+use super::state::{AfterPush, Pipe, Shared, State, unbounded};
 use super::{Encoder, Error, Sender, TrySendError};
 
 /// A [`Sender`]'s queue, locked until the guard drops.
@@ -53,6 +53,12 @@ impl<'a, E> Locked<'a, E> {
         &mut self.st.encoder
     }
 
+    /// The connection's shared part and the locked state, for a step of the
+    /// sender's own under this lock; what it decides goes to [`Locked::after`].
+    pub(super) fn parts(&mut self) -> (&'a Shared<E>, &mut State<E>) {
+        (&self.then.sender.shared, &mut self.st)
+    }
+
     /// [`Sender::try_push`] under this lock.
     pub(crate) fn try_push<T>(&mut self, item: T, inline: bool) -> Result<(), TrySendError<T>>
     where
@@ -85,7 +91,8 @@ impl<'a, E> Locked<'a, E> {
         self.after(then);
     }
 
-    fn after(&mut self, then: AfterPush) {
+    /// Carries out what a step decided once the lock is released.
+    pub(super) fn after(&mut self, then: AfterPush) {
         match then {
             AfterPush::Nothing => {}
             AfterPush::WakeWriter => self.then.wake_writer = true,

@@ -182,8 +182,8 @@ impl<E> Sender<E> {
         E: Encoder<T>,
         I: Iterator<Item = T>,
     {
-        let shared = &*self.shared;
-        let mut st = shared.state.lock();
+        let mut locked = self.lock();
+        let (shared, st) = locked.parts();
         if st.refuses() {
             return Err(Error::closed());
         }
@@ -205,9 +205,9 @@ impl<E> Sender<E> {
             st.waiters = true;
         }
         let end = st.queue.len();
-        let then = shared.pushed(&mut st, start, end, true);
-        drop(st);
-        self.then(then);
+        let then = shared.pushed(st, start, end, true);
+        locked.after(then);
+        drop(locked);
         match failed {
             Some(e) => Err(e),
             None => Ok(n),
@@ -332,14 +332,6 @@ impl<E> Sender<E> {
     pub(crate) fn lock(&self) -> Locked<'_, E> {
         Locked::new(self)
     }
-
-    fn then(&self, then: AfterPush) {
-        match then {
-            AfterPush::Nothing => {}
-            AfterPush::WakeWriter => self.shared.wake_writer.notify_one(),
-            AfterPush::WriteInline(pipe) => self.shared.write_inline(pipe),
-        }
-    }
 }
 
 /// Holds a [`Sender`]'s writes back while alive; see [`Sender::cork`].
@@ -350,11 +342,11 @@ pub struct Cork<'a, E> {
 
 impl<E> Drop for Cork<'_, E> {
     fn drop(&mut self) {
-        let shared = &*self.sender.shared;
-        let mut st = shared.state.lock();
+        let mut locked = self.sender.lock();
+        let (shared, st) = locked.parts();
         st.corked -= 1;
         let then = if st.corked == 0 && shared.policy == FlushPolicy::Immediate && shared.inline {
-            shared.take_for_inline(&mut st)
+            shared.take_for_inline(st)
         } else if st.corked == 0
             && shared.policy == FlushPolicy::Immediate
             && !st.queue.is_empty()
@@ -364,8 +356,7 @@ impl<E> Drop for Cork<'_, E> {
         } else {
             AfterPush::Nothing
         };
-        drop(st);
-        self.sender.then(then);
+        locked.after(then);
     }
 }
 
