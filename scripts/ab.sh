@@ -68,7 +68,12 @@ build() {
         src="$work/src-$sha"
         rm -rf "$src"
         mkdir -p "$src"
-        git -C "$root" archive "$sha" | tar -x -C "$src"
+        # `-m`: the files dated now, not at their commit. The target
+        # directory is shared and cargo keys a workspace crate by its path
+        # inside the workspace, so a tree dated earlier than the last build
+        # there would count as built already, and this revision would get
+        # the last build's binary.
+        git -C "$root" archive "$sha" | tar -x -m -C "$src"
         [ -z "$cap" ] || patch_tokio "$src" "$cap"
         # Explicit: errexit does not reach into the command substitution
         # this runs in, and a failed build would leave the last build's
@@ -87,6 +92,10 @@ build() {
 echo "building $rev_a and $rev_b${AB_LIFO_CAP:+ (B against tokio with a LIFO cap of $AB_LIFO_CAP)}" >&2
 bin_a=$(build "$rev_a")
 bin_b=$(build "$rev_b" "${AB_LIFO_CAP:-}")
+if [ "$(git -C "$root" rev-parse "$rev_a^{tree}")" != "$(git -C "$root" rev-parse "$rev_b^{tree}")" ] &&
+    [ -z "${AB_LIFO_CAP:-}" ] && cmp -s "$bin_a" "$bin_b"; then
+    echo "warning: $rev_a and $rev_b built to the same binary (only docs differ?)" >&2
+fi
 
 rates=$(mktemp)
 trap 'rm -f "$rates"' EXIT
