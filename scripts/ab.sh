@@ -12,7 +12,9 @@
 # With AB_LIFO_CAP=N, B is built against a copy of tokio whose workers
 # poll up to N tasks in a row from their LIFO slot instead of 3 (REV_A
 # and REV_B may then be the same): the instrument of the bench log's
-# eighteenth entry.
+# eighteenth entry. With AB_ENV_B=NAME=VALUE, B's runs have that
+# variable set (an experiment switched in one binary: REV_A and REV_B
+# may then be the same).
 # Ends with each build's median and B/A per pair, and how often B was
 # ahead, with a sign test's p: on a guest whose moods move calls/s by 2x,
 # a difference of a few percent needs many pairs to tell from noise.
@@ -89,11 +91,11 @@ build() {
     echo "$bin"
 }
 
-echo "building $rev_a and $rev_b${AB_LIFO_CAP:+ (B against tokio with a LIFO cap of $AB_LIFO_CAP)}" >&2
+echo "building $rev_a and $rev_b${AB_LIFO_CAP:+ (B against tokio with a LIFO cap of $AB_LIFO_CAP)}${AB_ENV_B:+ (B run with $AB_ENV_B)}" >&2
 bin_a=$(build "$rev_a")
 bin_b=$(build "$rev_b" "${AB_LIFO_CAP:-}")
 if [ "$(git -C "$root" rev-parse "$rev_a^{tree}")" != "$(git -C "$root" rev-parse "$rev_b^{tree}")" ] &&
-    [ -z "${AB_LIFO_CAP:-}" ] && cmp -s "$bin_a" "$bin_b"; then
+    [ -z "${AB_LIFO_CAP:-}${AB_ENV_B:-}" ] && cmp -s "$bin_a" "$bin_b"; then
     echo "warning: $rev_a and $rev_b built to the same binary (only docs differ?)" >&2
 fi
 
@@ -137,6 +139,10 @@ summary() {
 echo "pair | build | probe | calls/s | p50 µs | p99 µs | p99.9 µs | client CPU µs | server CPU µs" >&2
 for i in $(seq 1 "$pairs"); do
     run "A $i" "$bin_a" "$@"
-    run "B $i" "$bin_b" "$@"
+    if [ -n "${AB_ENV_B:-}" ]; then
+        (export "$AB_ENV_B" && run "B $i" "$bin_b" "$@")
+    else
+        run "B $i" "$bin_b" "$@"
+    fi
 done
 summary
