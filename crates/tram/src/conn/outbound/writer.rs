@@ -189,11 +189,7 @@ async fn write_until_done<E>(shared: &Shared<E>) -> Result<(), Error> {
 async fn next_batch<E>(shared: &Shared<E>, current_thread: bool) -> Option<Box<Pipe>> {
     // Under Immediate, the writer lets the tasks runnable when it woke run
     // first (one yield), so that everything they queue goes in this batch.
-    let mut yielded = shared.policy != FlushPolicy::Immediate
-        || (!current_thread && {
-            static NOYIELD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-            *NOYIELD.get_or_init(|| std::env::var_os("TRAM_NOYIELD").is_some())
-        });
+    let mut yielded = shared.policy != FlushPolicy::Immediate;
     loop {
         let notified = shared.wake_writer.notified();
         tokio::pin!(notified);
