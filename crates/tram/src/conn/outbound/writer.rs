@@ -150,10 +150,8 @@ async fn write_loop<E>(shared: Arc<Shared<E>>) -> Result<(), Error> {
 }
 
 async fn write_until_done<E>(shared: &Shared<E>) -> Result<(), Error> {
-    let current_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
     loop {
-        let mut pipe = match next_batch(shared, current_thread).await {
+        let mut pipe = match next_batch(shared).await {
             Some(pipe) => pipe,
             None => return Ok(()),
         };
@@ -184,9 +182,8 @@ async fn write_until_done<E>(shared: &Shared<E>) -> Result<(), Error> {
 
 /// Waits until there is something to write and the pipe is free; returns
 /// the pipe holding the batch (empty when it is time to shut down), or
-/// `None` when the connection closed meanwhile. `current_thread`: the
-/// writer runs on a current-thread runtime.
-async fn next_batch<E>(shared: &Shared<E>, current_thread: bool) -> Option<Box<Pipe>> {
+/// `None` when the connection closed meanwhile.
+async fn next_batch<E>(shared: &Shared<E>) -> Option<Box<Pipe>> {
     // Under Immediate, the writer lets the tasks runnable when it woke run
     // first (one yield), so that everything they queue goes in this batch.
     let mut yielded = shared.policy != FlushPolicy::Immediate;
@@ -247,7 +244,7 @@ async fn next_batch<E>(shared: &Shared<E>, current_thread: bool) -> Option<Box<P
         match wait {
             Wait::Yield => {
                 yielded = true;
-                let_others_run(current_thread).await;
+                let_others_run().await;
             }
             Wait::For(WriteDue::At(t)) => {
                 let _ = tokio::time::timeout_at(t, notified).await;
@@ -259,15 +256,17 @@ async fn next_batch<E>(shared: &Shared<E>, current_thread: bool) -> Option<Box<P
 
 /// Lets the tasks runnable now run before this one goes on.
 ///
-/// On a current-thread runtime, a task that wakes itself goes to the back
-/// of the run queue, which is all that is wanted: `yield_now` would also
-/// have the runtime poll its I/O driver first, an `epoll_wait` per batch.
-/// On a multi-thread runtime a self-wake lands in the worker's LIFO slot
-/// and runs at once, so there it is `yield_now`.
-async fn let_others_run(current_thread: bool) {
-    if !current_thread {
-        return tokio::task::yield_now().await;
-    }
+/// A task that wakes itself while it is polled goes to the back of its
+/// worker's run queue, on either kind of runtime, which is all that is
+/// wanted. `yield_now` would instead hold the wake-up until the worker
+/// next polls its I/O driver: on a current-thread runtime that is an
+/// `epoll_wait` per batch, and on a multi-thread one the writer, woken
+/// just after the driver, lands in the worker's LIFO slot and pushes out
+/// whatever the driver woke there, most often the connection's reader,
+/// to the back of the queue. Behind a backlog of thousands of tasks the
+/// reader then waits milliseconds to read the answers that would drain
+/// it.
+async fn let_others_run() {
     let mut woken = false;
     std::future::poll_fn(|cx| {
         if std::mem::replace(&mut woken, true) {
