@@ -24,6 +24,7 @@ fn main() -> std::io::Result<()> {
         .and_then(|name| name.to_str())
         .unwrap_or("unknown");
     println!("cargo:rustc-env=TRAM_BENCH_PROFILE={profile}");
+    println!("cargo:rustc-env=TRAM_BENCH_SOURCE={}", source_revision());
     let mut config = prost_build::Config::new();
     config.bytes(["."]);
     tonic_prost_build::configure()
@@ -41,4 +42,53 @@ fn main() -> std::io::Result<()> {
         .compile(&["proto/echo.proto"], &["proto"])?;
     println!("cargo:rerun-if-changed=proto/echo.proto");
     Ok(())
+}
+
+/// The commit the workspace's crates are built from, `-modified` when
+/// they differ from it, for the result files: a binary left over from
+/// another tree's build (cargo keys a workspace crate by its path inside
+/// the workspace, so a worktree sharing the target directory can leave
+/// one that counts as built) says so. `unknown` outside a git checkout.
+fn source_revision() -> String {
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git").args(args).output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let Some(root) = git(&["rev-parse", "--show-toplevel"]) else {
+        return "unknown".into();
+    };
+    // Rebuilt when a crate's source, the lock file, or the commit moves.
+    println!("cargo:rerun-if-changed={root}/crates");
+    println!("cargo:rerun-if-changed={root}/Cargo.lock");
+    for path in ["HEAD", "index", "packed-refs"] {
+        if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", path]) {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    }
+    if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"])
+        && let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", &head])
+    {
+        println!("cargo:rerun-if-changed={p}");
+    }
+    let Some(rev) = git(&["rev-parse", "--short=12", "HEAD"]) else {
+        return "unknown".into();
+    };
+    let changed = git(&[
+        "-C",
+        &root,
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        "crates",
+        "Cargo.lock",
+    ])
+    .is_some_and(|s| !s.is_empty());
+    if changed {
+        format!("{rev}-modified")
+    } else {
+        rev
+    }
 }

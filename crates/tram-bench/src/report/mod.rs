@@ -22,6 +22,9 @@ pub(crate) struct Machine {
     /// The cargo profile the bench was built with: `release` (the
     /// default), `lto` (`cargo run --profile lto`), or `debug` in tests.
     pub(crate) build: &'static str,
+    /// The commit the bench and the systems it measures were built from,
+    /// `-modified` when their sources differed from it (`build.rs`).
+    pub(crate) source: &'static str,
     /// Round trips of a cache line between CPUs 0 and 1, in ns, one per
     /// round as the run went (`runner::guest`): what tells two guests of
     /// the same kind apart.
@@ -49,6 +52,7 @@ impl Machine {
                 .map_or_else(|_| "unknown".into(), |k| k.trim().to_string()),
             congestion_control: crate::runner::congestion_control(),
             build: env!("TRAM_BENCH_PROFILE"),
+            source: env!("TRAM_BENCH_SOURCE"),
             core_to_core_ns: crate::runner::guest::probes(),
             movsb_short_distance_slowdown: crate::runner::movsb::short_distance_slowdown(),
         }

@@ -53,9 +53,10 @@ impl ProcArgs {
     /// A run's banner: [`ProcArgs::describe`], and the kernel's TCP
     /// congestion control when it is not the usual cubic.
     pub(crate) fn banner(&self) -> String {
+        let built = format!("built from {}", env!("TRAM_BENCH_SOURCE"));
         match congestion_control().as_str() {
-            "cubic" => self.describe(),
-            cc => format!("{}, TCP congestion control {cc}", self.describe()),
+            "cubic" => format!("{}, {built}", self.describe()),
+            cc => format!("{}, TCP congestion control {cc}, {built}", self.describe()),
         }
     }
 
