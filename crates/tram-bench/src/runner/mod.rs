@@ -50,8 +50,9 @@ pub(crate) struct ProcArgs {
 }
 
 impl ProcArgs {
-    /// A run's banner: [`ProcArgs::describe`], and the kernel's TCP
-    /// congestion control when it is not the usual cubic.
+    /// A run's banner: [`ProcArgs::describe`], the kernel's TCP congestion
+    /// control when it is not the usual cubic, and the commit the bench was
+    /// built from.
     pub(crate) fn banner(&self) -> String {
         let built = format!("built from {}", env!("TRAM_BENCH_SOURCE"));
         match congestion_control().as_str() {
