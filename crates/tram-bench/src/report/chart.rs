@@ -16,6 +16,7 @@ fn colour(system: System) -> RGBColor {
         System::Tonic => RGBColor(0xd6, 0x27, 0x28),
         System::Protosocket => RGBColor(0x2c, 0xa0, 0x2c),
         System::Floor | System::FloorPush => RGBColor(0x7f, 0x7f, 0x7f),
+        System::FloorTasks => RGBColor(0xb0, 0xb0, 0xb0),
         _ => RGBColor(0x94, 0x67, 0xbd),
     }
 }

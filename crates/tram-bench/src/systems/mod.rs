@@ -8,7 +8,8 @@
 //! - `json`: Connect unary JSON over HTTP/1.1 (tram's gateway), and axum
 //!   with serde as its reference, and their HTTP/1.1 client.
 //! - `floor`: hand-written raw-TCP floors: no correlation, no task per
-//!   call, the least work a loopback round trip or stream can take.
+//!   call, the least work a loopback round trip or stream can take (and,
+//!   for `rate`, the same floor with a task per call).
 
 mod echo;
 mod floor;
@@ -70,6 +71,12 @@ pub(crate) enum System {
     Protosocket,
     /// A raw-TCP echo: length-prefixed frames, pipelined.
     Floor,
+    /// The open-loop floor with a task per call (`rate` only): each call
+    /// a task of its own that waits for its echo on a oneshot channel,
+    /// which the floor's reader completes, as an RPC client's caller
+    /// waits for its reader. What a task per call costs on the runtime,
+    /// with nothing of an RPC system's.
+    FloorTasks,
     /// A raw-TCP one-way stream: 256 frames per write.
     FloorPush,
 }
@@ -102,6 +109,7 @@ impl System {
             System::Tonic => "tonic",
             System::Protosocket => "protosocket",
             System::Floor => "floor",
+            System::FloorTasks => "floor-tasks",
             System::FloorPush => "floor-push",
         }
     }
@@ -189,7 +197,7 @@ pub(crate) async fn serve(
         (Workload::Unary | Workload::Stream, System::Protosocket) => {
             protosocket::serve(listener).await
         }
-        (Workload::Unary, System::Floor) => floor::serve_echo(listener).await,
+        (Workload::Unary, System::Floor | System::FloorTasks) => floor::serve_echo(listener).await,
         (Workload::Fleet, System::Tram) => tram::serve_fleet(listener).await,
         (Workload::Fleet, System::Tonic) => tonic::serve_fleet(listener).await,
         (Workload::Stream, System::Tram) => tram::serve_stream(listener, false).await,

@@ -13,7 +13,10 @@
 //! system's p99. The floor takes the same batches but writes each in one
 //! `write`, and one reader takes the echoes (no task per call): the least
 //! an open-loop round trip costs on the guest, so that a tail every system
-//! shares shows as the machine's. The rates are swept upwards, the systems
+//! shares shows as the machine's. `floor-tasks` is that floor with a task
+//! per call, woken by the floor's reader as an RPC caller is by its
+//! connection's: a tail it shares with the RPC systems is the runtime's
+//! and the task per call's, not theirs. The rates are swept upwards, the systems
 //! interleaved at each rate; a system leaves the sweep once it falls behind
 //! its schedule or its p99.9 passes 100 ms.
 //!
@@ -36,7 +39,7 @@ use crate::runner::{ProcArgs, client_runtime};
 use crate::systems::{System, Workload};
 
 /// What `rate` runs.
-const SYSTEMS: [System; 8] = [
+const SYSTEMS: [System; 9] = [
     System::Tram,
     System::TramCores,
     System::TramCubic,
@@ -45,6 +48,7 @@ const SYSTEMS: [System; 8] = [
     System::Tonic,
     System::Protosocket,
     System::Floor,
+    System::FloorTasks,
 ];
 
 /// Options of `tram-bench rate`.

@@ -1,6 +1,7 @@
 //! One point of the sweep: a system at one rate, on a fresh connection,
 //! its calls issued on schedule by a dispatcher thread.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use bytes::Bytes;
 use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
 use super::{Args, RoundResult, Schedule};
 use crate::runner::clock::Stamp;
@@ -22,6 +24,9 @@ struct StepState {
     /// The open-loop floor's connections, which take the schedule's
     /// batches instead (call `i` in the batch for `floor[i % len]`).
     floor: std::sync::OnceLock<Vec<systems::FloorOpenLoop>>,
+    /// `floor-tasks`: each of the floor's calls a task, waiting for its
+    /// echo here, keyed by its intended send time (unique per call).
+    waiting: Option<Mutex<HashMap<u64, oneshot::Sender<()>>>>,
     payload: Bytes,
     epoch: Stamp,
     schedule: Schedule,
@@ -63,7 +68,8 @@ impl StepState {
     }
 
     /// Issues the calls of `batch`: to the floor in one write per
-    /// connection, or each as its own task.
+    /// connection (for `floor-tasks`, each call's task spawned first), or
+    /// each as its own task.
     async fn issue(self: Arc<Self>, batch: std::ops::Range<u64>) {
         if let Some(floor) = self.floor.get() {
             let n = floor.len() as u64;
@@ -72,9 +78,22 @@ impl StepState {
                 let conn = &floor[(first % n) as usize];
                 let mine = (first..batch.end).step_by(n as usize);
                 let times = mine.clone().map(|i| self.schedule.intended(i));
-                if conn.send(times).await.is_err() {
-                    for i in mine {
-                        self.finish(self.schedule.intended(i), false);
+                if let Some(waiting) = &self.waiting {
+                    for t in times.clone() {
+                        let (tx, rx) = oneshot::channel();
+                        waiting.lock().insert(t, tx);
+                        let state = self.clone();
+                        tokio::spawn(async move {
+                            let ok = rx.await.is_ok();
+                            state.finish(t, ok);
+                        });
+                    }
+                }
+                if conn.send(times.clone()).await.is_err() {
+                    match &self.waiting {
+                        // Dropping a call's sender fails its task.
+                        Some(waiting) => times.for_each(|t| drop(waiting.lock().remove(&t))),
+                        None => times.for_each(|t| self.finish(t, false)),
                     }
                 }
             }
@@ -111,7 +130,7 @@ pub(super) async fn step(
     rate: u64,
     args: &Args,
 ) -> anyhow::Result<RoundResult> {
-    let floor = system == System::Floor;
+    let floor = matches!(system, System::Floor | System::FloorTasks);
     // The floor has clients of its own, made once the state is.
     let connections = if floor { 0 } else { args.connections.max(1) };
     let mut clients = Vec::with_capacity(connections);
@@ -126,6 +145,7 @@ pub(super) async fn step(
     let state = Arc::new(StepState {
         clients,
         floor: std::sync::OnceLock::new(),
+        waiting: (system == System::FloorTasks).then(|| Mutex::new(HashMap::new())),
         payload: Bytes::from(vec![0xab; args.payload]),
         epoch: Stamp::now(),
         schedule: Schedule::new(rate),
@@ -140,10 +160,17 @@ pub(super) async fn step(
         for _ in 0..args.connections.max(1) {
             let weak = Arc::downgrade(&state);
             let on_echo = move |sent: &[u64]| {
-                if let Some(state) = weak.upgrade() {
-                    for &t in sent {
-                        state.finish(t, true);
+                let Some(state) = weak.upgrade() else { return };
+                match &state.waiting {
+                    Some(waiting) => {
+                        let mut waiting = waiting.lock();
+                        for t in sent {
+                            if let Some(tx) = waiting.remove(t) {
+                                let _ = tx.send(());
+                            }
+                        }
                     }
+                    None => sent.iter().for_each(|&t| state.finish(t, true)),
                 }
             };
             let conn =
@@ -173,6 +200,10 @@ pub(super) async fn step(
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     stop.store(true, Ordering::Relaxed);
+    // Calls never echoed within the grace: their tasks end, failed.
+    if let Some(waiting) = &state.waiting {
+        waiting.lock().clear();
+    }
     let ((c0, s0), (c1, s1)) = cpu.lock().take().context("no CPU readings")?;
     let secs = args.secs;
     let completed = state.completed_in_window.load(Ordering::Relaxed) as f64;
