@@ -15,10 +15,10 @@
 //! an open-loop round trip costs on the guest, so that a tail every system
 //! shares shows as the machine's. `floor-tasks` is that floor with a task
 //! per call, woken by the floor's reader as an RPC caller is by its
-//! connection's: a tail it shares with the RPC systems is the runtime's
-//! and the task per call's, not theirs. The rates are swept upwards, the systems
-//! interleaved at each rate; a system leaves the sweep once it falls behind
-//! its schedule or its p99.9 passes 100 ms.
+//! connection's: the floor's work plus what a task per call costs on the
+//! runtime. The rates are swept upwards, the systems interleaved at each
+//! rate; a system leaves the sweep once it falls behind its schedule or
+//! its p99.9 passes 100 ms.
 //!
 //! Reported for each system: the highest rate at which p99.9 stayed under
 //! 1 ms and under 5 ms (the Momento criterion), and the highest up to
