@@ -101,6 +101,10 @@ pub(crate) struct Step {
     pub(crate) p999_rounds_us: Vec<f64>,
     pub(crate) client_cpu_us: Summary,
     pub(crate) server_cpu_us: Summary,
+    /// How busy client and server kept the machine's CPUs together, as a
+    /// share of all of them: (client + server CPU a call) x achieved
+    /// calls/s, per round. On two vCPUs the open loop's tail follows it.
+    pub(crate) cpus_busy: Summary,
     /// Calls that failed, all rounds.
     pub(crate) errors: u64,
     /// Whether the system kept up: achieved at least 90% of the offered

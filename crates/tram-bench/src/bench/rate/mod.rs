@@ -152,6 +152,14 @@ struct RoundResult {
     errors: u64,
 }
 
+impl RoundResult {
+    /// The share of the machine's CPUs client and server kept busy.
+    fn cpus_busy(&self) -> f64 {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+        (self.client_us + self.server_us) * self.achieved / 1e6 / cpus
+    }
+}
+
 mod step;
 use step::step;
 
@@ -298,6 +306,7 @@ fn summarise(rate: u64, rounds: &[RoundResult]) -> Step {
         p999_rounds_us: p999,
         client_cpu_us: Summary::of(&rounds.iter().map(|r| r.client_us).collect::<Vec<_>>()),
         server_cpu_us: Summary::of(&rounds.iter().map(|r| r.server_us).collect::<Vec<_>>()),
+        cpus_busy: Summary::of(&rounds.iter().map(|r| r.cpus_busy()).collect::<Vec<_>>()),
         errors: rounds.iter().map(|r| r.errors).sum(),
     }
 }
@@ -341,12 +350,12 @@ fn print_tables(systems: &[SystemSweep]) {
     for s in systems {
         println!("\n{}:\n", s.system);
         println!(
-            "| offered/s | achieved/s | p50 µs | p99 µs | p99.9 µs | p99.9 µs, median of rounds | max µs | client CPU µs/call | server CPU µs/call | errors |"
+            "| offered/s | achieved/s | p50 µs | p99 µs | p99.9 µs | p99.9 µs, median of rounds | max µs | client CPU µs/call | server CPU µs/call | CPUs busy | errors |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
         for p in &s.steps {
             println!(
-                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {}{} |",
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0}% | {}{} |",
                 si(p.rate as f64),
                 si(p.achieved),
                 p.latency.p50_us,
@@ -356,6 +365,7 @@ fn print_tables(systems: &[SystemSweep]) {
                 p.latency.max_us,
                 p.client_cpu_us.median,
                 p.server_cpu_us.median,
+                p.cpus_busy.median * 100.0,
                 p.errors,
                 if p.kept_up { "" } else { " (fell behind)" }
             );
@@ -472,6 +482,7 @@ mod tests {
             p999_rounds_us: vec![p999_us],
             client_cpu_us: Summary::of(&[1.0]),
             server_cpu_us: Summary::of(&[1.0]),
+            cpus_busy: Summary::of(&[0.5]),
             errors: 0,
             kept_up: kept_up(rate, achieved, p999_us),
         }
