@@ -428,6 +428,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cpus_busy_is_both_sides_cpu_times_the_rate_over_the_cpus() {
+        let round = RoundResult {
+            achieved: 100_000.0,
+            hist: new_hist(),
+            client_us: 3.0,
+            server_us: 1.0,
+            errors: 0,
+        };
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+        // 4 µs a call at 100k calls/s is 0.4 of one CPU.
+        assert!((round.cpus_busy() * cpus - 0.4).abs() < 1e-9);
+    }
+
+    #[test]
     fn rates_parse_with_suffixes() {
         assert_eq!(parse_rate("250000"), Ok(250_000));
         assert_eq!(parse_rate("250k"), Ok(250_000));
