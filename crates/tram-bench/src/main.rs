@@ -11,7 +11,8 @@
 //!   intended send times, the highest rate each system holds at p99.9 <
 //!   1 ms / 5 ms (over one connection or many), the guest's own stalls;
 //!   `fanin`: one server, many client connections; `stream`: message
-//!   streams and server streaming.
+//!   streams and server streaming; `targets`: the result files read
+//!   against tram's performance targets.
 //! - `systems`: what is measured, named by `System`: each system's server
 //!   and clients.
 //! - `runner`: server child processes, pinning, CPU accounting, the
@@ -58,6 +59,10 @@ enum Command {
     /// A fixed number of unary calls in one thread, client and server in
     /// this process: run it under callgrind for instructions per call.
     Instructions(bench::instructions::Args),
+    /// Reads the result files under each directory against tram's
+    /// performance targets (issue 19): each target's reading and whether
+    /// it was met, run by run, and over every directory given.
+    Targets(bench::targets::Args),
     /// (internal) Runs one system's server; prints its port, exits when
     /// stdin closes.
     #[command(hide = true)]
@@ -99,6 +104,7 @@ fn main() -> anyhow::Result<()> {
         Command::Fanin(args) => bench::fanin::run(&args),
         Command::Instructions(args) => bench::instructions::run(&args),
         Command::Fleet(args) => bench::fleet::run(&args),
+        Command::Targets(args) => bench::targets::run(&args),
         Command::Serve(a) => runner::serve_child(a.cpu, a.workers, a.port, |listener| {
             systems::serve(a.workload, a.system, listener, a.workers)
         }),
@@ -181,6 +187,7 @@ mod tests {
         assert!(parse(&["compare", "--concurrency", "many"]).is_err());
         assert!(parse(&["rate", "--rates", "10k,fast"]).is_err());
         assert!(parse(&["frobnicate"]).is_err());
+        assert!(parse(&["targets"]).is_err(), "targets needs a directory");
         assert!(parse(&["compare", "--systems", "tram,grpc-java"]).is_err());
     }
 

@@ -11,6 +11,8 @@
 //!   slowed, killed and restarted.
 //! - `instructions`: a fixed amount of unary work in one thread, for
 //!   instruction counts under callgrind.
+//! - `targets`: reads the result files of runs against tram's
+//!   performance targets.
 
 mod closed;
 pub(crate) mod compare;
@@ -19,3 +21,4 @@ pub(crate) mod fleet;
 pub(crate) mod instructions;
 pub(crate) mod rate;
 pub(crate) mod stream;
+pub(crate) mod targets;

@@ -1,0 +1,351 @@
+//! `targets`: sets the result files of one or more suites of runs against
+//! the performance targets tram holds itself to (issue 19), and says of
+//! each whether it was met, run by run.
+//!
+//! A directory is searched, and the directories in it (a suite's runs,
+//! one each; `--deep` goes further down), for the files `compare`,
+//! `stream` and `rate` write (`compare.json`, `stream.json`, `rate.json`).
+//! Only runs on the default setting count (two workers a process,
+//! unpinned, no neighbours) and only from the release build: what a user
+//! who reruns the bench gets. Every other run is listed as left out, with
+//! why. Given several directories (several sessions, say), it ends with
+//! how many runs met each target.
+//!
+//! The readings are those the bench prints itself: ratios taken round by
+//! round, then their median; CPU a call as the medians of client and
+//! server; p50s from the rounds' merged histograms.
+
+mod read;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+pub(crate) use read::readings;
+
+/// Options of `tram-bench targets`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct Args {
+    /// Directories of result files (searched recursively), one suite or
+    /// session each.
+    #[arg(required = true)]
+    pub(crate) dirs: Vec<PathBuf>,
+    /// Read result files at every depth below each directory, not only
+    /// in it and the directories in it (where a suite's runs are; deeper
+    /// ones are usually a session's experiments).
+    #[arg(long)]
+    pub(crate) deep: bool,
+}
+
+/// One of the targets, in the order they are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Target {
+    C256Protosocket,
+    C256Tonic,
+    C256Cpu,
+    C256Spread,
+    C1Latency,
+    StreamFloor,
+    StreamProtosocket,
+    Payload16k,
+    Open5ms,
+    Open5msEvery,
+    Open1ms,
+    Open1msEvery,
+}
+
+impl Target {
+    const ALL: [Target; 12] = [
+        Target::C256Protosocket,
+        Target::C256Tonic,
+        Target::C256Cpu,
+        Target::C256Spread,
+        Target::C1Latency,
+        Target::StreamFloor,
+        Target::StreamProtosocket,
+        Target::Payload16k,
+        Target::Open5ms,
+        Target::Open5msEvery,
+        Target::Open1ms,
+        Target::Open1msEvery,
+    ];
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Target::C256Protosocket => "C=256: ≥ 3x protosocket-rpc",
+            Target::C256Tonic => "C=256: ≥ 30x tonic",
+            Target::C256Cpu => "C=256: ≤ 1.2 µs CPU a call",
+            Target::C256Spread => "C=256: rounds within ±10%",
+            Target::C1Latency => "C=1: p50 ≤ 1.1x the floor's",
+            Target::StreamFloor => "streams: ≥ 25% of floor-push",
+            Target::StreamProtosocket => "streams: ≥ 5x protosocket-rpc",
+            Target::Payload16k => "16 KiB: ≥ 1.5x protosocket-rpc",
+            Target::Open5ms => "open loop < 5 ms: highest rate ≥ 3x",
+            Target::Open5msEvery => "open loop < 5 ms: every rate up to ≥ 3x",
+            Target::Open1ms => "open loop < 1 ms: highest rate ≥ 3x",
+            Target::Open1msEvery => "open loop < 1 ms: every rate up to ≥ 3x",
+        })
+    }
+}
+
+/// Whether a reading meets its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Met,
+    NotMet,
+    /// The run cannot tell: in the open loop, when protosocket-rpc held no
+    /// rate and tram only rates too low to be 3x any rate below the sweep's
+    /// first, or when neither held any.
+    Undecided,
+}
+
+impl Verdict {
+    /// Met when `value` is at least `limit`.
+    pub(crate) fn at_least(value: f64, limit: f64) -> Verdict {
+        if value >= limit {
+            Verdict::Met
+        } else {
+            Verdict::NotMet
+        }
+    }
+
+    /// Met when `value` is at most `limit`.
+    pub(crate) fn at_most(value: f64, limit: f64) -> Verdict {
+        Verdict::at_least(limit, value)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Met => "**met**",
+            Verdict::NotMet => "not met",
+            Verdict::Undecided => "not decided",
+        })
+    }
+}
+
+/// One target as one run read it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reading {
+    pub(crate) target: Target,
+    /// What in the run it was read from, when a run reads a target more
+    /// than once (`C=32` of a 16 KiB run).
+    pub(crate) detail: Option<String>,
+    /// The figure, as a table cell.
+    pub(crate) text: String,
+    pub(crate) verdict: Verdict,
+}
+
+/// What one result file gave: readings, or why it was left out.
+#[derive(Debug)]
+pub(crate) enum FileReadings {
+    Counted(Vec<Reading>),
+    LeftOut(String),
+}
+
+/// Runs `tram-bench targets`.
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let report = report(args)?;
+    // Read through `head`: stop quietly when the reader does.
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), report.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// The report, as Markdown: a table of readings per directory, and the
+/// tally over all of them when there are several.
+fn report(args: &Args) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    // Per target: readings, readings that met it.
+    let mut tally: BTreeMap<Target, (usize, usize)> = BTreeMap::new();
+    for dir in &args.dirs {
+        let files = result_files(dir, args.deep)?;
+        writeln!(out, "## {}\n", dir.display())?;
+        if files.is_empty() {
+            writeln!(
+                out,
+                "No compare.json, stream.json or rate.json here or in the directories in it.\n"
+            )?;
+            continue;
+        }
+        let mut rows = Vec::new();
+        let mut left_out = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let json: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", file.display()))?;
+            let run = file
+                .parent()
+                .and_then(|p| p.strip_prefix(dir).ok())
+                .map(|p| format!("`{}/`", p.display()))
+                .filter(|p| p != "`/`")
+                .unwrap_or_else(|| "`./`".into());
+            match readings(&json) {
+                FileReadings::Counted(r) => rows.extend(r.into_iter().map(|r| (run.clone(), r))),
+                FileReadings::LeftOut(why) => left_out.push(format!("{run}: {why}")),
+            }
+        }
+        rows.sort_by_key(|(_, r)| r.target);
+        writeln!(out, "| target | run | reading | verdict |")?;
+        writeln!(out, "|---|---|---|---|")?;
+        for (run, r) in &rows {
+            let detail = r
+                .detail
+                .as_deref()
+                .map_or(String::new(), |d| format!(" {d}"));
+            writeln!(
+                out,
+                "| {} | {run}{detail} | {} | {} |",
+                r.target, r.text, r.verdict
+            )?;
+            let t = tally.entry(r.target).or_default();
+            t.0 += 1;
+            t.1 += usize::from(r.verdict == Verdict::Met);
+        }
+        for why in &left_out {
+            writeln!(out, "\nleft out: {why}")?;
+        }
+        writeln!(out)?;
+    }
+    if args.dirs.len() > 1 {
+        writeln!(out, "## Over every directory\n")?;
+        writeln!(out, "| target | met in |")?;
+        writeln!(out, "|---|---|")?;
+        for target in Target::ALL {
+            match tally.get(&target) {
+                Some((n, met)) => writeln!(out, "| {target} | {met} of {n} readings |")?,
+                None => writeln!(out, "| {target} | not measured |")?,
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The result files in `dir` and the directories in it (every level
+/// below with `deep`), in path order.
+fn result_files(dir: &Path, deep: bool) -> anyhow::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let mut pending = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = pending.pop() {
+        let entries = std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                if deep || depth == 0 {
+                    pending.push((path, depth + 1));
+                }
+            } else if path
+                .file_name()
+                .is_some_and(|n| n == "compare.json" || n == "stream.json" || n == "rate.json")
+            {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory of its own under the system's temporary one, removed
+    /// when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let dir =
+                std::env::temp_dir().join(format!("tram-targets-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        fn write(&self, path: &str, json: &serde_json::Value) {
+            let path = self.0.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, json.to_string()).unwrap();
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn stream_run(of_floor: f64, workers: u64) -> serde_json::Value {
+        serde_json::json!({"bench": "stream",
+        "proc": {"workers": workers, "client_workers": null, "pin": false, "neighbours": 0},
+        "systems": [
+            {"system": "tram-rpc", "of_floor": {"median": of_floor, "min": of_floor, "max": of_floor}},
+            {"system": "floor-push"},
+        ]})
+    }
+
+    #[test]
+    fn a_suites_runs_are_read_one_level_down_and_tallied_across_directories() {
+        let a = TempDir::new("a");
+        a.write("stream/stream.json", &stream_run(0.30, 2));
+        a.write("one-worker/stream.json", &stream_run(0.50, 1));
+        // An experiment two levels down: read only with --deep.
+        a.write("ab/pair-1/stream.json", &stream_run(0.10, 2));
+        a.write("stream/notes.json", &serde_json::json!({}));
+        let b = TempDir::new("b");
+        b.write("stream.json", &stream_run(0.20, 2));
+
+        let args = Args {
+            dirs: vec![a.0.clone(), b.0.clone()],
+            deep: false,
+        };
+        let report = report(&args).unwrap();
+        assert!(
+            report
+                .contains("| streams: ≥ 25% of floor-push | `stream/` | 30% (30–30%) | **met** |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| streams: ≥ 25% of floor-push | `./` | 20% (20–20%) | not met |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("left out: `one-worker/`: not the default setting (workers 1"),
+            "{report}"
+        );
+        assert!(!report.contains("`ab/pair-1/`"), "{report}");
+        assert!(
+            report.contains("| streams: ≥ 25% of floor-push | 1 of 2 readings |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| C=256: ≥ 3x protosocket-rpc | not measured |"),
+            "{report}"
+        );
+
+        let deep = report_of(&a, true);
+        assert!(
+            deep.contains("`ab/pair-1/` | 10% (10–10%) | not met |"),
+            "{deep}"
+        );
+        let empty = TempDir::new("empty");
+        assert!(report_of(&empty, false).contains("No compare.json"));
+    }
+
+    fn report_of(dir: &TempDir, deep: bool) -> String {
+        report(&Args {
+            dirs: vec![dir.0.clone()],
+            deep,
+        })
+        .unwrap()
+    }
+}

@@ -1,0 +1,441 @@
+//! Reading one result file against the targets.
+//!
+//! Files are read as JSON values rather than into the report types, so
+//! that files written by earlier versions of the bench (before a field
+//! existed) still read: a missing figure leaves its target unread.
+
+use serde_json::Value;
+
+use super::{FileReadings, Reading, Target, Verdict};
+
+/// The readings of one result file of `compare`, `stream` or `rate`.
+pub(crate) fn readings(json: &Value) -> FileReadings {
+    if let Some(why) = not_default(json) {
+        return FileReadings::LeftOut(why);
+    }
+    let readings = match json.get("bench").and_then(Value::as_str) {
+        Some("compare") => compare(json),
+        Some("stream") => stream(json),
+        Some("rate") => rate(json),
+        _ => return FileReadings::LeftOut("not a result file of compare, stream or rate".into()),
+    };
+    if readings.is_empty() {
+        return FileReadings::LeftOut("reads none of the targets".into());
+    }
+    FileReadings::Counted(readings)
+}
+
+/// Why a run is not on the default setting, or not from the release
+/// build; `None` when it is both. A file from before the bench recorded
+/// its build counts as release, the only build it had.
+fn not_default(json: &Value) -> Option<String> {
+    let Some(proc) = json.get("proc") else {
+        return Some("no process setting recorded".into());
+    };
+    let workers = proc.get("workers").and_then(Value::as_u64);
+    let client_workers = proc.get("client_workers").and_then(Value::as_u64);
+    let pinned = proc.get("pin").and_then(Value::as_bool).unwrap_or(false);
+    let neighbours = proc.get("neighbours").and_then(Value::as_u64).unwrap_or(0);
+    if workers != Some(2) || client_workers.is_some() || pinned || neighbours > 0 {
+        return Some(format!(
+            "not the default setting (workers {}, client workers {}, pinned {pinned}, neighbours {neighbours})",
+            workers.map_or("?".into(), |w| w.to_string()),
+            client_workers.map_or("as the server's".into(), |w| w.to_string()),
+        ));
+    }
+    match json.pointer("/machine/build").and_then(Value::as_str) {
+        None | Some("release") => None,
+        Some(build) => Some(format!("the {build} build")),
+    }
+}
+
+fn num(v: &Value, pointer: &str) -> Option<f64> {
+    v.pointer(pointer).and_then(Value::as_f64)
+}
+
+/// A summary's median, minimum and maximum.
+fn summary_of(summary: &Value) -> Option<(f64, f64, f64)> {
+    Some((
+        num(summary, "/median")?,
+        num(summary, "/min")?,
+        num(summary, "/max")?,
+    ))
+}
+
+/// A summary's median and range, as `4.02x (2.89–5.30x)`.
+fn ratio_text(summary: &Value) -> Option<(f64, String)> {
+    let (median, min, max) = summary_of(summary)?;
+    Some((median, format!("{median:.2}x ({min:.2}–{max:.2}x)")))
+}
+
+/// The entry of `system` in a list of systems' results.
+fn system<'a>(systems: &'a Value, name: &str) -> Option<&'a Value> {
+    systems
+        .as_array()?
+        .iter()
+        .find(|s| s.get("system").and_then(Value::as_str) == Some(name))
+}
+
+fn compare(json: &Value) -> Vec<Reading> {
+    let mut out = Vec::new();
+    let Some(settings) = json.get("settings").and_then(Value::as_array) else {
+        return out;
+    };
+    for setting in settings {
+        let payload = num(setting, "/payload").unwrap_or(0.0) as u64;
+        let c = num(setting, "/concurrency").unwrap_or(0.0) as u64;
+        let Some(systems) = setting.get("systems") else {
+            continue;
+        };
+        let Some(tram) = system(systems, "tram") else {
+            continue;
+        };
+        match (payload, c) {
+            (16, 256) => closed_256(systems, tram, &mut out),
+            (16, 1) => {
+                if let (Some(t), Some(f)) = (
+                    num(tram, "/latency/p50_us"),
+                    system(systems, "floor").and_then(|f| num(f, "/latency/p50_us")),
+                ) {
+                    out.push(Reading {
+                        target: Target::C1Latency,
+                        detail: None,
+                        text: format!("{:.2}x ({t:.1} against {f:.1} µs)", t / f),
+                        verdict: Verdict::at_most(t / f, 1.1),
+                    });
+                }
+            }
+            (16384, c) => {
+                if let Some((median, text)) = system(systems, "protosocket")
+                    .and_then(|p| p.get("tram_ratio"))
+                    .and_then(ratio_text)
+                {
+                    out.push(Reading {
+                        target: Target::Payload16k,
+                        detail: Some(format!("C={c}")),
+                        text,
+                        verdict: Verdict::at_least(median, 1.5),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The four targets at 256 calls in flight.
+fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
+    for (peer, target, at_least) in [
+        ("protosocket", Target::C256Protosocket, 3.0),
+        ("tonic", Target::C256Tonic, 30.0),
+    ] {
+        if let Some((median, text)) = system(systems, peer)
+            .and_then(|p| p.get("tram_ratio"))
+            .and_then(ratio_text)
+        {
+            out.push(Reading {
+                target,
+                detail: None,
+                text,
+                verdict: Verdict::at_least(median, at_least),
+            });
+        }
+    }
+    if let (Some(client), Some(server)) = (
+        num(tram, "/client_cpu_us/median"),
+        num(tram, "/server_cpu_us/median"),
+    ) {
+        let cpu = client + server;
+        out.push(Reading {
+            target: Target::C256Cpu,
+            detail: None,
+            text: format!("{cpu:.2} µs ({client:.2} + {server:.2})"),
+            verdict: Verdict::at_most(cpu, 1.2),
+        });
+    }
+    let rates: Vec<f64> = tram
+        .get("rates")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default();
+    if let (Some(median), Some(lo), Some(hi)) = (
+        num(tram, "/rate/median"),
+        rates.iter().copied().reduce(f64::min),
+        rates.iter().copied().reduce(f64::max),
+    ) {
+        let (below, above) = (lo / median - 1.0, hi / median - 1.0);
+        let within = below >= -0.10 && above <= 0.10;
+        out.push(Reading {
+            target: Target::C256Spread,
+            detail: None,
+            text: format!(
+                "{:+.0}% / {:+.0}% of {:.0}k ({} rounds)",
+                below * 100.0,
+                above * 100.0,
+                median / 1e3,
+                rates.len()
+            ),
+            verdict: if within {
+                Verdict::Met
+            } else {
+                Verdict::NotMet
+            },
+        });
+    }
+}
+
+fn stream(json: &Value) -> Vec<Reading> {
+    let mut out = Vec::new();
+    let Some(rpc) = json.get("systems").and_then(|s| system(s, "tram-rpc")) else {
+        return out;
+    };
+    let floor_push = json
+        .get("systems")
+        .and_then(|s| system(s, "floor-push"))
+        .is_some();
+    let of_floor = rpc.get("of_floor").filter(|_| floor_push);
+    if let Some((median, min, max)) = of_floor.and_then(summary_of) {
+        out.push(Reading {
+            target: Target::StreamFloor,
+            detail: None,
+            text: format!(
+                "{:.0}% ({:.0}–{:.0}%)",
+                median * 100.0,
+                min * 100.0,
+                max * 100.0
+            ),
+            verdict: Verdict::at_least(median, 0.25),
+        });
+    }
+    if let Some((median, text)) = rpc.get("over_protosocket").and_then(ratio_text) {
+        out.push(Reading {
+            target: Target::StreamProtosocket,
+            detail: None,
+            text,
+            verdict: Verdict::at_least(median, 5.0),
+        });
+    }
+    out
+}
+
+fn rate(json: &Value) -> Vec<Reading> {
+    let mut out = Vec::new();
+    let Some(systems) = json.get("systems") else {
+        return out;
+    };
+    let (Some(tram), Some(peer)) = (system(systems, "tram"), system(systems, "protosocket")) else {
+        return out;
+    };
+    for (field, target) in [
+        ("max_rate_p999_under_5ms", Target::Open5ms),
+        ("every_rate_p999_under_5ms_to", Target::Open5msEvery),
+        ("max_rate_p999_under_1ms", Target::Open1ms),
+        ("every_rate_p999_under_1ms_to", Target::Open1msEvery),
+    ] {
+        let Some((text, verdict)) = open_loop(tram, peer, field) else {
+            continue;
+        };
+        out.push(Reading {
+            target,
+            detail: None,
+            text,
+            verdict,
+        });
+    }
+    out
+}
+
+/// One open-loop criterion: tram's rate against protosocket-rpc's. When
+/// protosocket-rpc held no rate, it held less than the sweep's first, so
+/// tram's lead is at least its own rate over that one.
+fn open_loop(tram: &Value, peer: &Value, field: &str) -> Option<(String, Verdict)> {
+    // Absent from files written before the field was: nothing to read.
+    let (t, p) = (tram.get(field)?, peer.get(field)?);
+    let first = peer.pointer("/steps/0/rate").and_then(Value::as_f64);
+    let k = |r: f64| format!("{:.0}k/s", r / 1e3);
+    Some(match (t.as_f64(), p.as_f64()) {
+        (Some(t), Some(p)) => (
+            format!("{:.2}x ({} against {})", t / p, k(t), k(p)),
+            Verdict::at_least(t / p, 3.0),
+        ),
+        (Some(t), None) => match first {
+            Some(first) if t / first >= 3.0 => (
+                format!(
+                    "at least {:.0}x ({} against none from {})",
+                    t / first,
+                    k(t),
+                    k(first)
+                ),
+                Verdict::Met,
+            ),
+            _ => (format!("{} against none", k(t)), Verdict::Undecided),
+        },
+        (None, Some(p)) => (format!("none against {}", k(p)), Verdict::NotMet),
+        (None, None) => ("neither held a rate".into(), Verdict::Undecided),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn counted(json: &Value) -> Vec<Reading> {
+        match readings(json) {
+            FileReadings::Counted(r) => r,
+            FileReadings::LeftOut(why) => panic!("left out: {why}"),
+        }
+    }
+
+    fn verdict(readings: &[Reading], target: Target) -> Verdict {
+        readings
+            .iter()
+            .find(|r| r.target == target)
+            .unwrap_or_else(|| panic!("{target} not read"))
+            .verdict
+    }
+
+    const DEFAULT: fn() -> Value =
+        || json!({"workers": 2, "client_workers": null, "pin": false, "neighbours": 0});
+
+    fn summary(median: f64, min: f64, max: f64) -> Value {
+        json!({"median": median, "min": min, "max": max})
+    }
+
+    fn compare_run(settings: Value) -> Value {
+        json!({"bench": "compare", "proc": DEFAULT(), "machine": {"build": "release"}, "settings": settings})
+    }
+
+    #[test]
+    fn closed_loop_targets_are_read_from_tram_and_its_peers() {
+        let run = compare_run(json!([
+            {"payload": 16, "concurrency": 256, "systems": [
+                {"system": "tram", "rates": [950e3, 1000e3, 1080e3], "rate": summary(1000e3, 950e3, 1080e3),
+                 "client_cpu_us": summary(0.7, 0.6, 0.8), "server_cpu_us": summary(0.45, 0.4, 0.5)},
+                {"system": "protosocket", "tram_ratio": summary(3.4, 2.9, 4.0)},
+                {"system": "tonic", "tram_ratio": summary(27.0, 25.0, 31.0)},
+            ]},
+            {"payload": 16, "concurrency": 1, "systems": [
+                {"system": "tram", "latency": {"p50_us": 21.0}},
+                {"system": "floor", "latency": {"p50_us": 20.0}},
+            ]},
+        ]));
+        let r = counted(&run);
+        assert_eq!(verdict(&r, Target::C256Protosocket), Verdict::Met);
+        assert_eq!(verdict(&r, Target::C256Tonic), Verdict::NotMet);
+        assert_eq!(verdict(&r, Target::C256Cpu), Verdict::Met);
+        // +8% is inside ±10%, -5% too.
+        assert_eq!(verdict(&r, Target::C256Spread), Verdict::Met);
+        assert_eq!(verdict(&r, Target::C1Latency), Verdict::Met);
+        assert_eq!(r.len(), 5);
+    }
+
+    #[test]
+    fn one_slow_round_breaks_the_spread_and_cpu_over_the_limit_fails() {
+        let run = compare_run(json!([
+            {"payload": 16, "concurrency": 256, "systems": [
+                {"system": "tram", "rates": [600e3, 1000e3, 1050e3], "rate": summary(1000e3, 600e3, 1050e3),
+                 "client_cpu_us": summary(1.1, 1.0, 1.2), "server_cpu_us": summary(0.7, 0.6, 0.8)},
+            ]},
+            {"payload": 16, "concurrency": 1, "systems": [
+                {"system": "tram", "latency": {"p50_us": 23.0}},
+                {"system": "floor", "latency": {"p50_us": 20.0}},
+            ]},
+        ]));
+        let r = counted(&run);
+        assert_eq!(verdict(&r, Target::C256Spread), Verdict::NotMet);
+        assert_eq!(verdict(&r, Target::C256Cpu), Verdict::NotMet);
+        assert_eq!(verdict(&r, Target::C1Latency), Verdict::NotMet);
+        // No peer in the run: its ratios are not read at all.
+        assert!(r.iter().all(|r| r.target != Target::C256Protosocket));
+    }
+
+    #[test]
+    fn large_payloads_are_read_at_each_depth() {
+        let run = compare_run(json!([
+            {"payload": 16384, "concurrency": 32, "systems": [
+                {"system": "tram"}, {"system": "protosocket", "tram_ratio": summary(1.6, 1.4, 1.9)}]},
+            {"payload": 16384, "concurrency": 256, "systems": [
+                {"system": "tram"}, {"system": "protosocket", "tram_ratio": summary(1.4, 1.2, 1.5)}]},
+        ]));
+        let r = counted(&run);
+        let got: Vec<_> = r
+            .iter()
+            .map(|r| (r.detail.clone().unwrap(), r.verdict))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("C=32".to_string(), Verdict::Met),
+                ("C=256".to_string(), Verdict::NotMet)
+            ]
+        );
+    }
+
+    #[test]
+    fn streams_are_read_from_tram_rpc_not_tram_conn() {
+        let run = json!({"bench": "stream", "proc": DEFAULT(), "systems": [
+            {"system": "tram", "of_floor": summary(1.2, 1.1, 1.3), "over_protosocket": summary(8.0, 7.0, 9.0)},
+            {"system": "tram-rpc", "of_floor": summary(0.24, 0.18, 0.40), "over_protosocket": summary(5.02, 4.7, 7.0)},
+            {"system": "floor-push", "of_floor": summary(1.0, 1.0, 1.0)},
+        ]});
+        let r = counted(&run);
+        assert_eq!(verdict(&r, Target::StreamFloor), Verdict::NotMet);
+        assert_eq!(verdict(&r, Target::StreamProtosocket), Verdict::Met);
+        assert_eq!(r[0].text, "24% (18–40%)");
+    }
+
+    fn rate_run(tram: Value, peer: Value) -> Value {
+        json!({"bench": "rate", "proc": DEFAULT(), "systems": [tram, peer]})
+    }
+
+    fn sweep(name: &str, five: Option<u64>, five_every: Option<u64>, one: Option<u64>) -> Value {
+        json!({"system": name, "steps": [{"rate": 10000}, {"rate": 25000}],
+               "max_rate_p999_under_5ms": five, "every_rate_p999_under_5ms_to": five_every,
+               "max_rate_p999_under_1ms": one, "every_rate_p999_under_1ms_to": null})
+    }
+
+    #[test]
+    fn the_open_loop_bounds_the_lead_over_a_peer_that_held_no_rate() {
+        let run = rate_run(
+            sweep("tram", Some(300_000), Some(25_000), Some(200_000)),
+            sweep("protosocket", Some(50_000), Some(10_000), None),
+        );
+        let r = counted(&run);
+        assert_eq!(verdict(&r, Target::Open5ms), Verdict::Met);
+        assert_eq!(verdict(&r, Target::Open5msEvery), Verdict::NotMet);
+        // protosocket-rpc held less than 10k/s: tram's 200k/s is at least 20x.
+        assert_eq!(verdict(&r, Target::Open1ms), Verdict::Met);
+        assert_eq!(verdict(&r, Target::Open1msEvery), Verdict::Undecided);
+        let low = rate_run(
+            sweep("tram", None, None, Some(25_000)),
+            sweep("protosocket", Some(10_000), None, None),
+        );
+        let r = counted(&low);
+        assert_eq!(verdict(&r, Target::Open5ms), Verdict::NotMet);
+        // 25k/s over a peer below 10k/s: 2.5x at least, not enough to tell.
+        assert_eq!(verdict(&r, Target::Open1ms), Verdict::Undecided);
+    }
+
+    #[test]
+    fn runs_off_the_default_setting_or_build_are_left_out() {
+        let mut pinned = compare_run(json!([]));
+        pinned["proc"]["pin"] = json!(true);
+        assert!(matches!(readings(&pinned), FileReadings::LeftOut(w) if w.contains("pinned true")));
+        let mut one_worker = compare_run(json!([]));
+        one_worker["proc"]["client_workers"] = json!(1);
+        assert!(matches!(readings(&one_worker), FileReadings::LeftOut(_)));
+        let mut lto = compare_run(json!([]));
+        lto["machine"]["build"] = json!("lto");
+        assert!(matches!(readings(&lto), FileReadings::LeftOut(w) if w == "the lto build"));
+        // On the default setting but with nothing to read.
+        assert!(
+            matches!(readings(&compare_run(json!([]))), FileReadings::LeftOut(w) if w.contains("none"))
+        );
+        assert!(matches!(
+            readings(&json!({"bench": "fanin", "proc": DEFAULT()})),
+            FileReadings::LeftOut(_)
+        ));
+    }
+}
