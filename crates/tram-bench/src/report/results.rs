@@ -105,6 +105,12 @@ pub(crate) struct Step {
     /// share of all of them: (client + server CPU a call) x achieved
     /// calls/s, per round. On two vCPUs the open loop's tail follows it.
     pub(crate) cpus_busy: Summary,
+    /// How late the calls began, p99.9 per round in µs, summarised: how
+    /// long after its intended send time each call's batch first ran on
+    /// the client's runtime. Part of every call's latency that no system
+    /// under test has touched yet: the dispatcher's lateness and the
+    /// runtime's, both waiting for a CPU.
+    pub(crate) started_late_p999_us: Summary,
     /// Calls that failed, all rounds.
     pub(crate) errors: u64,
     /// Whether the system kept up: achieved at least 90% of the offered

@@ -26,6 +26,12 @@
 //! throughput on one SVG chart. The guest's own stalls are probed before
 //! the sweep and after it (`runner::stalls`): where they pass 0.1% of a
 //! CPU's time, they decide the 1 ms criterion as much as the systems do.
+//! Each step also gives how late its calls began (p99.9 of the time from
+//! a call's intended send time to the first run of its batch's task on
+//! the client's runtime): where that is milliseconds, the tail was made
+//! before any system under test saw the call, by the dispatcher or the
+//! runtime waiting for a CPU, and a burst of late calls then queues
+//! behind it.
 
 use std::time::Duration;
 
@@ -147,6 +153,8 @@ impl Schedule {
 struct RoundResult {
     achieved: f64,
     hist: Hist,
+    /// How late the window's calls began on the client's runtime.
+    started_late: Hist,
     client_us: f64,
     server_us: f64,
     errors: u64,
@@ -200,11 +208,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 }
                 let r = rt.block_on(step(system, server, rate, args))?;
                 eprintln!(
-                    "  {:>6}/s {system:>11}: achieved {:>6}/s  p50 {:>8.1} µs  p99.9 {:>9.1} µs  errors {}",
+                    "  {:>6}/s {system:>11}: achieved {:>6}/s  p50 {:>8.1} µs  p99.9 {:>9.1} µs  started late p99.9 {:>8.1} µs  errors {}",
                     si(rate as f64),
                     si(r.achieved),
                     r.hist.value_at_quantile(0.5) as f64 / 1e3,
                     r.hist.value_at_quantile(0.999) as f64 / 1e3,
+                    r.started_late.value_at_quantile(0.999) as f64 / 1e3,
                     r.errors
                 );
                 rounds[i].push(r);
@@ -307,6 +316,12 @@ fn summarise(rate: u64, rounds: &[RoundResult]) -> Step {
         client_cpu_us: Summary::of(&rounds.iter().map(|r| r.client_us).collect::<Vec<_>>()),
         server_cpu_us: Summary::of(&rounds.iter().map(|r| r.server_us).collect::<Vec<_>>()),
         cpus_busy: Summary::of(&rounds.iter().map(|r| r.cpus_busy()).collect::<Vec<_>>()),
+        started_late_p999_us: Summary::of(
+            &rounds
+                .iter()
+                .map(|r| r.started_late.value_at_quantile(0.999) as f64 / 1e3)
+                .collect::<Vec<_>>(),
+        ),
         errors: rounds.iter().map(|r| r.errors).sum(),
     }
 }
@@ -350,18 +365,19 @@ fn print_tables(systems: &[SystemSweep]) {
     for s in systems {
         println!("\n{}:\n", s.system);
         println!(
-            "| offered/s | achieved/s | p50 µs | p99 µs | p99.9 µs | p99.9 µs, median of rounds | max µs | client CPU µs/call | server CPU µs/call | CPUs busy | errors |"
+            "| offered/s | achieved/s | p50 µs | p99 µs | p99.9 µs | p99.9 µs, median of rounds | calls started late, p99.9 µs, median of rounds | max µs | client CPU µs/call | server CPU µs/call | CPUs busy | errors |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
         for p in &s.steps {
             println!(
-                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0}% | {}{} |",
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0}% | {}{} |",
                 si(p.rate as f64),
                 si(p.achieved),
                 p.latency.p50_us,
                 p.latency.p99_us,
                 p.latency.p999_us,
                 Summary::of(&p.p999_rounds_us).median,
+                p.started_late_p999_us.median,
                 p.latency.max_us,
                 p.client_cpu_us.median,
                 p.server_cpu_us.median,
@@ -432,6 +448,7 @@ mod tests {
         let round = RoundResult {
             achieved: 100_000.0,
             hist: new_hist(),
+            started_late: new_hist(),
             client_us: 3.0,
             server_us: 1.0,
             errors: 0,
@@ -497,6 +514,7 @@ mod tests {
             client_cpu_us: Summary::of(&[1.0]),
             server_cpu_us: Summary::of(&[1.0]),
             cpus_busy: Summary::of(&[0.5]),
+            started_late_p999_us: Summary::of(&[100.0]),
             errors: 0,
             kept_up: kept_up(rate, achieved, p999_us),
         }

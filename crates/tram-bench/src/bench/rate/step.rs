@@ -33,6 +33,10 @@ struct StepState {
     /// The measuring window, in nanoseconds from `epoch`.
     window: (u64, u64),
     hist: Mutex<Hist>,
+    /// How late each call of the window began: how long after its
+    /// intended send time its batch's task first ran on the client's
+    /// runtime (the dispatcher's own lateness included).
+    started_late: Mutex<Hist>,
     in_flight: AtomicUsize,
     /// Calls completed inside the window (by completion time).
     completed_in_window: AtomicU64,
@@ -46,6 +50,18 @@ impl StepState {
         let id = i + 1;
         let ok = matches!(client.echo(id, self.payload.clone()).await, Ok(got) if got == id);
         self.finish(intended, ok);
+    }
+
+    /// Records how late the calls of `batch` begin, now.
+    fn started(&self, batch: std::ops::Range<u64>) {
+        let now = self.epoch.elapsed();
+        let (start, end) = self.window;
+        let mut late = self.started_late.lock();
+        for t in batch.map(|i| self.schedule.intended(i)) {
+            if (start..end).contains(&t) {
+                late.saturating_record(now.saturating_sub(t).max(1));
+            }
+        }
     }
 
     /// Records a call due at `intended` as answered (`ok`) or failed now.
@@ -71,6 +87,7 @@ impl StepState {
     /// connection (for `floor-tasks`, each call's task spawned first), or
     /// each as its own task.
     async fn issue(self: Arc<Self>, batch: std::ops::Range<u64>) {
+        self.started(batch.clone());
         if let Some(floor) = self.floor.get() {
             let n = floor.len() as u64;
             // Each connection's calls of the batch: `first`, `first + n`, ...
@@ -151,6 +168,7 @@ pub(super) async fn step(
         schedule: Schedule::new(rate),
         window: (warm, end),
         hist: Mutex::new(new_hist()),
+        started_late: Mutex::new(new_hist()),
         in_flight: AtomicUsize::new(0),
         completed_in_window: AtomicU64::new(0),
         errors: AtomicU64::new(0),
@@ -211,6 +229,7 @@ pub(super) async fn step(
     let result = RoundResult {
         achieved: completed / secs,
         hist: std::mem::replace(&mut *state.hist.lock(), new_hist()),
+        started_late: std::mem::replace(&mut *state.started_late.lock(), new_hist()),
         client_us: (c1 - c0).as_secs_f64() * 1e6 / calls,
         server_us: (s1 - s0).as_secs_f64() * 1e6 / calls,
         errors: state.errors.load(Ordering::Relaxed)

@@ -100,7 +100,7 @@ fn compare(json: &Value) -> Vec<Reading> {
                     out.push(Reading {
                         target: Target::C1Latency,
                         detail: None,
-                        text: format!("{:.2}x ({t:.1} against {f:.1} µs)", t / f),
+                        text: format!("{:.3}x ({t:.1} against {f:.1} µs)", t / f),
                         verdict: Verdict::at_most(t / f, 1.1),
                     });
                 }
@@ -170,7 +170,7 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
             target: Target::C256Spread,
             detail: None,
             text: format!(
-                "{:+.0}% / {:+.0}% of {:.0}k ({} rounds)",
+                "{:+.1}% / {:+.1}% of {:.0}k ({} rounds)",
                 below * 100.0,
                 above * 100.0,
                 median / 1e3,
