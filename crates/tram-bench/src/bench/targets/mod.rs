@@ -11,6 +11,11 @@
 //! why. Given several directories (several sessions, say), it ends with
 //! how many runs met each target.
 //!
+//! Each directory's table is headed by its guest, named by the floors'
+//! figures in its runs (the floor's calls/s at 256 in flight and p50 at
+//! one, floor-push's messages/s) and the core-to-core probe: what tells
+//! two guests of one kind apart.
+//!
 //! The readings are those the bench prints itself: ratios taken round by
 //! round, then their median; CPU a call as the medians of client and
 //! server; p50s from the rounds' merged histograms.
@@ -23,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-pub(crate) use read::readings;
+pub(crate) use read::{Guest, readings};
 
 /// Options of `tram-bench targets`.
 #[derive(clap::Args, Debug, Clone)]
@@ -177,6 +182,7 @@ fn report(args: &Args) -> anyhow::Result<String> {
         }
         let mut rows = Vec::new();
         let mut left_out = Vec::new();
+        let mut guest = Guest::default();
         for file in &files {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading {}", file.display()))?;
@@ -189,11 +195,17 @@ fn report(args: &Args) -> anyhow::Result<String> {
                 .filter(|p| p != "`/`")
                 .unwrap_or_else(|| "`./`".into());
             match readings(&json) {
-                FileReadings::Counted(r) => rows.extend(r.into_iter().map(|r| (run.clone(), r))),
+                FileReadings::Counted(r) => {
+                    guest.add(&json);
+                    rows.extend(r.into_iter().map(|r| (run.clone(), r)));
+                }
                 FileReadings::LeftOut(why) => left_out.push(format!("{run}: {why}")),
             }
         }
         rows.sort_by_key(|(_, r)| r.target);
+        if let Some(line) = guest.line() {
+            writeln!(out, "{line}\n")?;
+        }
         writeln!(out, "| target | run | reading | verdict |")?;
         writeln!(out, "|---|---|---|---|")?;
         for (run, r) in &rows {

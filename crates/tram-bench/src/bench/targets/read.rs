@@ -6,6 +6,8 @@
 
 use serde_json::Value;
 
+use crate::report::si;
+
 use super::{FileReadings, Reading, Target, Verdict};
 
 /// The readings of one result file of `compare`, `stream` or `rate`.
@@ -46,6 +48,84 @@ fn not_default(json: &Value) -> Option<String> {
     match json.pointer("/machine/build").and_then(Value::as_str) {
         None | Some("release") => None,
         Some(build) => Some(format!("the {build} build")),
+    }
+}
+
+/// What names a guest, gathered over a directory's counted runs: the
+/// floors' figures (2-vCPU guests of one kind differ most in them) and
+/// what the machine said of itself.
+#[derive(Debug, Default)]
+pub(crate) struct Guest {
+    machine: Option<String>,
+    floor_256: Vec<f64>,
+    floor_p50_1: Vec<f64>,
+    floor_push: Vec<f64>,
+    probe_ns: Vec<f64>,
+}
+
+impl Guest {
+    /// Adds what `json`, a counted run's file, says of the guest.
+    pub(crate) fn add(&mut self, json: &Value) {
+        if self.machine.is_none() {
+            let m = |k: &str| {
+                json.pointer(&format!("/machine/{k}"))
+                    .and_then(Value::as_str)
+            };
+            if let (Some(cpu), Some(kernel)) = (m("cpu"), m("kernel")) {
+                let cc = m("congestion_control").unwrap_or("?");
+                self.machine = Some(format!("{cpu}, kernel {kernel}, {cc}"));
+            }
+        }
+        if let Some(probes) = json
+            .pointer("/machine/core_to_core_ns")
+            .and_then(Value::as_array)
+        {
+            self.probe_ns
+                .extend(probes.iter().filter_map(Value::as_f64));
+        }
+        let settings = json.get("settings").and_then(Value::as_array);
+        for setting in settings.into_iter().flatten() {
+            let floor = setting.get("systems").and_then(|s| system(s, "floor"));
+            let (payload, c) = (num(setting, "/payload"), num(setting, "/concurrency"));
+            match (floor, payload, c) {
+                (Some(f), Some(16.0), Some(256.0)) => self.floor_256.extend(num(f, "/rate/median")),
+                (Some(f), Some(16.0), Some(1.0)) => {
+                    self.floor_p50_1.extend(num(f, "/latency/p50_us"))
+                }
+                _ => {}
+            }
+        }
+        if json.get("bench").and_then(Value::as_str) == Some("stream") {
+            let push = json.get("systems").and_then(|s| system(s, "floor-push"));
+            self.floor_push
+                .extend(push.and_then(|p| num(p, "/rate/median")));
+        }
+    }
+
+    /// One line, or `None` when no run said anything of the guest.
+    pub(crate) fn line(&self) -> Option<String> {
+        fn range(v: &[f64], f: impl Fn(f64) -> String) -> Option<String> {
+            let lo = v.iter().copied().reduce(f64::min)?;
+            let hi = v.iter().copied().reduce(f64::max)?;
+            Some(if lo == hi {
+                f(lo)
+            } else {
+                format!("{}–{}", f(lo), f(hi))
+            })
+        }
+        let mut parts = Vec::new();
+        parts.extend(self.machine.clone());
+        parts.extend(
+            range(&self.floor_256, si).map(|r| format!("the floor {r} calls/s at 256 in flight")),
+        );
+        parts.extend(
+            range(&self.floor_p50_1, |x| format!("{x:.1}")).map(|r| format!("p50 {r} µs at one")),
+        );
+        parts.extend(range(&self.floor_push, si).map(|r| format!("floor-push {r} messages/s")));
+        parts.extend(
+            range(&self.probe_ns, |x| format!("{x:.0}")).map(|r| format!("core-to-core {r} ns")),
+        );
+        (!parts.is_empty()).then(|| format!("Guest: {}.", parts.join("; ")))
     }
 }
 
@@ -416,6 +496,27 @@ mod tests {
         assert_eq!(verdict(&r, Target::Open5ms), Verdict::NotMet);
         // 25k/s over a peer below 10k/s: 2.5x at least, not enough to tell.
         assert_eq!(verdict(&r, Target::Open1ms), Verdict::Undecided);
+    }
+
+    #[test]
+    fn the_guest_is_named_by_the_floors_figures() {
+        let mut guest = Guest::default();
+        assert_eq!(guest.line(), None);
+        let mut run = compare_run(json!([
+            {"payload": 16, "concurrency": 256, "systems": [{"system": "floor", "rate": summary(7.0e6, 6e6, 8e6)}]},
+            {"payload": 16, "concurrency": 1, "systems": [{"system": "floor", "latency": {"p50_us": 19.14}}]},
+        ]));
+        run["machine"] = json!({"cpu": "Xeon", "kernel": "6.18", "congestion_control": "bbr",
+                                "core_to_core_ns": [120.0, 400.0]});
+        guest.add(&run);
+        run["settings"][0]["systems"][0]["rate"]["median"] = json!(6.5e6);
+        guest.add(&run);
+        guest.add(&json!({"bench": "stream", "systems": [{"system": "floor-push", "rate": summary(8e7, 6e7, 9e7)}]}));
+        assert_eq!(
+            guest.line().unwrap(),
+            "Guest: Xeon, kernel 6.18, bbr; the floor 6.50M–7.00M calls/s at 256 in flight; \
+             p50 19.1 µs at one; floor-push 80.00M messages/s; core-to-core 120–400 ns."
+        );
     }
 
     #[test]
