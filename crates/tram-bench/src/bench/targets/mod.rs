@@ -353,6 +353,35 @@ mod tests {
         assert!(report_of(&empty, false).contains("No compare.json"));
     }
 
+    /// The suites committed under `docs/bench/` read as they did when
+    /// their session wrote its figures down: a change to the result
+    /// files' shape must not leave the old ones unread.
+    #[test]
+    fn a_committed_suite_reads_as_its_session_reported_it() {
+        let dir =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench/2026-11-29/session43");
+        let report = report(&Args {
+            dirs: vec![dir],
+            deep: false,
+        })
+        .unwrap();
+        for row in [
+            "| C=256: ≥ 3x protosocket-rpc | `compare/` | 4.02x (2.89–5.30x) | **met** |",
+            "| C=256: ≥ 30x tonic | `compare-2/` | 26.44x (21.15–32.73x) | not met |",
+            "| C=256: ≤ 1.2 µs CPU a call | `compare/` | 1.73 µs (1.08 + 0.65) | not met |",
+            "| C=1: p50 ≤ 1.1x the floor's | `compare/` | 1.140x (21.7 against 19.1 µs) | not met |",
+            "| streams: ≥ 5x protosocket-rpc | `stream/` | 5.03x (4.73–7.01x) | **met** |",
+            "| 16 KiB: ≥ 1.5x protosocket-rpc | `payload-16k/` C=256 | 1.56x (1.38–1.84x) | **met** |",
+            "| open loop < 5 ms: highest rate ≥ 3x | `rate/` | 6.00x (300k/s against 50k/s) | **met** |",
+        ] {
+            assert!(report.contains(row), "{row} not in\n{report}");
+        }
+        assert!(
+            report.contains("Guest: Intel(R) Xeon(R) Processor"),
+            "{report}"
+        );
+    }
+
     fn report_of(dir: &TempDir, deep: bool) -> String {
         report(&Args {
             dirs: vec![dir.0.clone()],
