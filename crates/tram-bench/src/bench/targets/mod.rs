@@ -7,9 +7,9 @@
 //! `stream` and `rate` write (`compare.json`, `stream.json`, `rate.json`).
 //! Only runs on the default setting count (two workers a process,
 //! unpinned, no neighbours) and only from the release build: what a user
-//! who reruns the bench gets. Every other run is listed as left out, with
-//! why. Given several directories (several sessions, say), it ends with
-//! how many runs met each target.
+//! who reruns the bench gets. Every other run, and a file that is not
+//! JSON, is listed as left out, with why. Given several directories
+//! (several sessions, say), it ends with how many runs met each target.
 //!
 //! Each directory's table is headed by its guest, named by the floors'
 //! figures in its runs (the floor's calls/s at 256 in flight and p50 at
@@ -186,14 +186,21 @@ fn report(args: &Args) -> anyhow::Result<String> {
         for file in &files {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let json: serde_json::Value = serde_json::from_str(&text)
-                .with_context(|| format!("parsing {}", file.display()))?;
             let run = file
                 .parent()
                 .and_then(|p| p.strip_prefix(dir).ok())
                 .map(|p| format!("`{}/`", p.display()))
                 .filter(|p| p != "`/`")
                 .unwrap_or_else(|| "`./`".into());
+            // One file that does not parse leaves the rest of the
+            // directory to read.
+            let json: serde_json::Value = match serde_json::from_str(&text) {
+                Ok(json) => json,
+                Err(e) => {
+                    left_out.push(format!("{run}: not JSON ({e})"));
+                    continue;
+                }
+            };
             match readings(&json) {
                 FileReadings::Counted(r) => {
                     guest.add(&json);
@@ -313,6 +320,10 @@ mod tests {
         // An experiment two levels down: read only with --deep.
         a.write("ab/pair-1/stream.json", &stream_run(0.10, 2));
         a.write("stream/notes.json", &serde_json::json!({}));
+        let cut = TempDir::new("cut");
+        std::fs::create_dir_all(cut.0.join("rate")).unwrap();
+        std::fs::write(cut.0.join("rate/rate.json"), "{\"bench\": \"rate\", \"sys").unwrap();
+        cut.write("stream/stream.json", &stream_run(0.26, 2));
         let b = TempDir::new("b");
         b.write("stream.json", &stream_run(0.20, 2));
 
@@ -348,6 +359,15 @@ mod tests {
         assert!(
             deep.contains("`ab/pair-1/` | 10% (10–10%) | not met |"),
             "{deep}"
+        );
+        let partial = report_of(&cut, false);
+        assert!(
+            partial.contains("left out: `rate/`: not JSON (EOF while parsing"),
+            "{partial}"
+        );
+        assert!(
+            partial.contains("`stream/` | 26% (26–26%) | **met** |"),
+            "{partial}"
         );
         let empty = TempDir::new("empty");
         assert!(report_of(&empty, false).contains("No compare.json"));
