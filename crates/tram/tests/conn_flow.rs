@@ -383,6 +383,42 @@ async fn cork_holds_writes_until_the_last_guard_drops() {
     assert_eq!(got, expected);
 }
 
+/// The writer task, woken while a cork holds bytes back, leaves them
+/// queued: on one thread the order of events is fixed, and the writer task
+/// gets its turns while the cork is held.
+#[tokio::test(flavor = "current_thread")]
+async fn cork_holds_writes_while_the_writer_task_runs() {
+    let (addr, accept) = silent_peer().await;
+    let stream = connect(addr, &TcpConfig::default()).await.unwrap();
+    let mut peer = accept.await.unwrap();
+    let (_inbound, sender) =
+        Connection::new(stream, LengthDelimited::new(), Config::default()).into_split();
+    let cork = sender.cork();
+    for i in 0..10u8 {
+        sender.send([i]).await.unwrap();
+        // The writer task runs between the sends, with bytes queued.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(sender.queued_bytes(), 50, "nothing written while corked");
+    assert_eq!(sender.bytes_written(), 0);
+    drop(cork);
+    within(5, "flush", sender.flush()).await.unwrap();
+    assert_eq!(sender.bytes_written(), 50);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while got.len() < 50 {
+        let n = within(5, "corked bytes arrive", peer.read(&mut buf))
+            .await
+            .unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    let expected: Vec<u8> = (0..10u8).flat_map(|i| [0, 0, 0, 1, i]).collect();
+    assert_eq!(got, expected);
+}
+
 /// A write half that counts the writes it is given.
 struct CountingWrite {
     writes: std::sync::Arc<std::sync::atomic::AtomicUsize>,

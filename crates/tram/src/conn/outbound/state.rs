@@ -240,6 +240,8 @@ impl<E> Shared<E> {
             || self.finishing(st);
         match self.policy {
             _ if force => WriteDue::Now,
+            // Held for the uncork, which writes the queue or wakes us.
+            FlushPolicy::Immediate if st.corked > 0 => WriteDue::Never,
             FlushPolicy::Immediate => WriteDue::Now,
             FlushPolicy::Linger {
                 max_delay,

@@ -53,7 +53,7 @@ impl<E> Shared<E> {
                 self.progress.notify_waiters();
                 return;
             }
-            if pipe.out.is_empty() && round == 0 && !st.queue.is_empty() {
+            if pipe.out.is_empty() && round == 0 && matches!(self.due(&st), WriteDue::Now) {
                 // One more round for what arrived while we wrote.
                 std::mem::swap(&mut st.queue, &mut pipe.out);
                 st.oldest = None;
