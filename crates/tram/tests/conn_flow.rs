@@ -26,6 +26,19 @@ async fn silent_peer() -> (
     (addr, accept)
 }
 
+/// Reads the ten one-byte frames the cork and flush tests send (0 to 9,
+/// each with its 4-byte length) and checks they arrived whole and in order.
+async fn expect_ten_frames(peer: &mut tokio::net::TcpStream, what: &str) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while got.len() < 50 {
+        let n = within(5, what, peer.read(&mut buf)).await.unwrap();
+        got.extend_from_slice(&buf[..n]);
+    }
+    let expected: Vec<u8> = (0..10u8).flat_map(|i| [0, 0, 0, 1, i]).collect();
+    assert_eq!(got, expected);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_queue_makes_senders_wait_and_memory_stays_bounded() {
     let (addr, accept) = silent_peer().await;
@@ -117,15 +130,7 @@ async fn explicit_flush_holds_bytes_until_flushed() {
     assert!(early.is_err(), "nothing may be written before flush");
     assert_eq!(sender.queued_bytes(), 50);
     within(5, "flush", sender.flush()).await.unwrap();
-    let mut got = Vec::new();
-    while got.len() < 50 {
-        let n = within(5, "read flushed bytes", peer.read(&mut buf))
-            .await
-            .unwrap();
-        got.extend_from_slice(&buf[..n]);
-    }
-    let expected: Vec<u8> = (0..10u8).flat_map(|i| [0, 0, 0, 1, i]).collect();
-    assert_eq!(got, expected);
+    expect_ten_frames(&mut peer, "read flushed bytes").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -371,16 +376,7 @@ async fn cork_holds_writes_until_the_last_guard_drops() {
     assert_eq!(sender.queued_bytes(), 50, "still corked by the outer guard");
     drop(outer);
     assert_eq!(sender.queued_bytes(), 0, "uncorking writes the queue");
-    let mut got = Vec::new();
-    let mut buf = [0u8; 64];
-    while got.len() < 50 {
-        let n = within(5, "corked bytes arrive", peer.read(&mut buf))
-            .await
-            .unwrap();
-        got.extend_from_slice(&buf[..n]);
-    }
-    let expected: Vec<u8> = (0..10u8).flat_map(|i| [0, 0, 0, 1, i]).collect();
-    assert_eq!(got, expected);
+    expect_ten_frames(&mut peer, "corked bytes arrive").await;
 }
 
 /// The writer task, woken while a cork holds bytes back, leaves them
@@ -407,16 +403,7 @@ async fn cork_holds_writes_while_the_writer_task_runs() {
     drop(cork);
     within(5, "flush", sender.flush()).await.unwrap();
     assert_eq!(sender.bytes_written(), 50);
-    let mut got = Vec::new();
-    let mut buf = [0u8; 64];
-    while got.len() < 50 {
-        let n = within(5, "corked bytes arrive", peer.read(&mut buf))
-            .await
-            .unwrap();
-        got.extend_from_slice(&buf[..n]);
-    }
-    let expected: Vec<u8> = (0..10u8).flat_map(|i| [0, 0, 0, 1, i]).collect();
-    assert_eq!(got, expected);
+    expect_ten_frames(&mut peer, "corked bytes arrive").await;
 }
 
 /// A write half that counts the writes it is given.
