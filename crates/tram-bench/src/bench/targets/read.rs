@@ -234,25 +234,22 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
             verdict: Verdict::at_most(cpu, 1.2),
         });
     }
-    if let Some((median, below, above)) = spread(tram) {
+    if let Some((median, below, above, rounds)) = spread(tram) {
         let within = below >= -0.10 && above <= 0.10;
         // The floor's own rounds say whether the guest held steady: where
         // they spread as far, the rounds measured the machine.
         let floor = system(systems, "floor")
             .and_then(spread)
-            .map(|(_, b, a)| format!("; the floor's {:+.1}% / {:+.1}%", b * 100.0, a * 100.0))
+            .map(|(_, b, a, _)| format!("; the floor's {:+.1}% / {:+.1}%", b * 100.0, a * 100.0))
             .unwrap_or_default();
         out.push(Reading {
             target: Target::C256Spread,
             detail: None,
             text: format!(
-                "{:+.1}% / {:+.1}% of {:.0}k ({} rounds){floor}",
+                "{:+.1}% / {:+.1}% of {:.0}k ({rounds} rounds){floor}",
                 below * 100.0,
                 above * 100.0,
                 median / 1e3,
-                tram.get("rates")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len),
             ),
             verdict: if within {
                 Verdict::Met
@@ -263,9 +260,9 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
     }
 }
 
-/// A system's median rate and its slowest and quickest rounds' distance
-/// from it (fractions: -0.1 is 10% below).
-fn spread(system: &Value) -> Option<(f64, f64, f64)> {
+/// A system's median rate, its slowest and quickest rounds' distance from
+/// it (fractions: -0.1 is 10% below) and how many rounds there were.
+fn spread(system: &Value) -> Option<(f64, f64, f64, usize)> {
     let rates: Vec<f64> = system
         .get("rates")?
         .as_array()?
@@ -275,7 +272,7 @@ fn spread(system: &Value) -> Option<(f64, f64, f64)> {
     let median = num(system, "/rate/median")?;
     let lo = rates.iter().copied().reduce(f64::min)?;
     let hi = rates.iter().copied().reduce(f64::max)?;
-    Some((median, lo / median - 1.0, hi / median - 1.0))
+    Some((median, lo / median - 1.0, hi / median - 1.0, rates.len()))
 }
 
 fn stream(json: &Value) -> Vec<Reading> {
