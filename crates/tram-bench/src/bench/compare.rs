@@ -16,7 +16,7 @@ use crate::runner::{Counts, ProcArgs, Server, client_runtime, measure_window};
 use crate::systems::{self, System, UnaryClient, Workload};
 
 /// What `compare` runs.
-const SYSTEMS: [System; 11] = [
+const SYSTEMS: [System; 12] = [
     System::Tram,
     System::TramCores,
     System::TramCubic,
@@ -25,6 +25,7 @@ const SYSTEMS: [System; 11] = [
     System::Tonic,
     System::Protosocket,
     System::Floor,
+    System::FloorTasks,
     System::TramGrpc,
     System::TramConnect,
     System::AxumJson,

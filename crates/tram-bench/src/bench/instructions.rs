@@ -49,6 +49,11 @@ pub(crate) struct Args {
     /// instead of plain tram.
     #[arg(long, conflicts_with = "observed")]
     sync: bool,
+    /// Unary calls of `floor-tasks` (the least RPC client, a task per
+    /// call, against the echo floor's server) instead of tram: what a
+    /// call costs with nothing of an RPC system's.
+    #[arg(long, conflicts_with_all = ["observed", "sync", "endpoints"])]
+    floor_tasks: bool,
     /// Unary calls of a channel balancing over this many servers (each
     /// on its own loopback port) instead of a channel to one address.
     #[arg(long)]
@@ -69,6 +74,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             System::TramObserved
         } else if args.sync {
             System::TramSync
+        } else if args.floor_tasks {
+            System::FloorTasks
         } else {
             System::Tram
         };

@@ -27,7 +27,7 @@ use crate::runner::load::Load;
 /// The length of the frame `buf` begins with (prefix included), if all of
 /// it is there.
 #[inline]
-fn whole_frame(buf: &[u8]) -> Option<usize> {
+pub(super) fn whole_frame(buf: &[u8]) -> Option<usize> {
     let prefix = buf.first_chunk::<4>()?;
     let len = 4 + u32::from_be_bytes(*prefix) as usize;
     (buf.len() >= len).then_some(len)

@@ -13,6 +13,7 @@
 
 mod echo;
 mod floor;
+mod floor_tasks;
 mod json;
 mod protosocket;
 mod tonic;
@@ -71,11 +72,12 @@ pub(crate) enum System {
     Protosocket,
     /// A raw-TCP echo: length-prefixed frames, pipelined.
     Floor,
-    /// The open-loop floor with a task per call (`rate` only): each call
-    /// a task of its own that waits for its echo on a oneshot channel,
-    /// which the floor's reader completes, as an RPC client's caller
-    /// waits for its reader. What a task per call costs on the runtime,
-    /// with nothing of an RPC system's.
+    /// The floor with a task per call: each call a task of its own that
+    /// waits for its echo on a oneshot channel, which the floor's reader
+    /// completes, as an RPC client's caller waits for its reader. What a
+    /// task per call costs on the runtime, with nothing of an RPC
+    /// system's (`rate`: the open-loop floor's batches; `compare`: the
+    /// least RPC client, `floor_tasks`).
     FloorTasks,
     /// A raw-TCP one-way stream: 256 frames per write.
     FloorPush,
@@ -234,6 +236,7 @@ pub(crate) enum UnaryClient {
     Tonic(echo::pb::echo_client::EchoClient<::tonic::transport::Channel>),
     Protosocket(protosocket::Client),
     Json(Box<json::JsonClient>),
+    FloorTasks(floor_tasks::TaskClient),
 }
 
 impl UnaryClient {
@@ -275,6 +278,9 @@ impl UnaryClient {
                 client.call(0, b"").await?;
                 UnaryClient::Json(Box::new(client))
             }
+            System::FloorTasks => {
+                UnaryClient::FloorTasks(floor_tasks::TaskClient::connect(addr).await?)
+            }
             other => anyhow::bail!("{other} has no unary client"),
         })
     }
@@ -307,6 +313,7 @@ impl UnaryClient {
             UnaryClient::Tonic(c) => c.echo(id, payload).await,
             UnaryClient::Protosocket(c) => c.echo(id, payload).await,
             UnaryClient::Json(c) => c.echo(id, payload).await,
+            UnaryClient::FloorTasks(c) => c.echo(id, payload).await,
         }
     }
 
@@ -317,6 +324,7 @@ impl UnaryClient {
             UnaryClient::Tonic(c) => w.with(c),
             UnaryClient::Protosocket(c) => w.with(c),
             UnaryClient::Json(c) => w.with(c),
+            UnaryClient::FloorTasks(c) => w.with(c),
         }
     }
 
