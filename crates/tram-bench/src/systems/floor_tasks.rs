@@ -1,12 +1,14 @@
-//! `floor-tasks` in `compare`: the least an RPC client can be on a
-//! multi-threaded runtime, against the echo floor's server. Each call is a
-//! step of its caller's own task: it takes a slot in a shared table, puts
-//! its frame in one shared buffer, and waits on a oneshot channel; one
-//! writer task writes whatever the buffer holds when woken, one reader
-//! task reads the echoes and completes their slots. No codec, status,
-//! deadline, flow control or cancellation: what a task per call and its
-//! hand-offs between tasks cost, next to tram's client doing the same with
-//! all of an RPC system's work besides.
+//! `floor-tasks` in `compare` and `instructions`: the least an RPC client
+//! can be on a multi-threaded runtime, against the echo floor's server.
+//! Each call is a step of its caller's own task: it takes a slot in a
+//! shared table, puts its frame in one shared buffer, and waits on a
+//! oneshot channel; one writer task writes whatever the buffer holds when
+//! woken, one reader task reads the echoes and completes their slots. No
+//! codec, status, deadline, flow control or cancellation: what a task per
+//! call and its hand-offs between tasks cost, next to tram's client doing
+//! the same with all of an RPC system's work besides. Least, not best: on
+//! a one-worker runtime each caller's wake-up puts the writer in the
+//! worker's LIFO slot, so it writes about one call at a time.
 //!
 //! A frame is a 4-byte big-endian length, the slot's key (4 bytes), the
 //! caller's id (8 bytes), then the payload; the server echoes it whole.
