@@ -52,7 +52,7 @@ pub(crate) struct Args {
     /// Unary calls of `floor-tasks` (the least RPC client, a task per
     /// call, against the echo floor's server) instead of tram: what a
     /// call costs with nothing of an RPC system's.
-    #[arg(long, conflicts_with_all = ["observed", "sync", "endpoints"])]
+    #[arg(long, conflicts_with_all = ["observed", "sync", "endpoints", "stream"])]
     floor_tasks: bool,
     /// Unary calls of a channel balancing over this many servers (each
     /// on its own loopback port) instead of a channel to one address.

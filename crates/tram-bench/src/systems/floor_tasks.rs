@@ -35,8 +35,16 @@ pub(crate) struct TaskClient(Arc<Inner>);
 
 struct Inner {
     outbox: Arc<Outbox>,
-    waiting: Arc<Mutex<Slab<oneshot::Sender<u64>>>>,
+    waiting: Arc<Mutex<Waiting>>,
     tasks: [AbortHandle; 2],
+}
+
+/// The calls waiting for their echoes, by slot key.
+#[derive(Default)]
+struct Waiting {
+    calls: Slab<oneshot::Sender<u64>>,
+    /// The reader has stopped: a call now would wait forever.
+    closed: bool,
 }
 
 /// The frames queued for the writer task.
@@ -55,7 +63,7 @@ impl TaskClient {
             frames: Mutex::new(BytesMut::with_capacity(64 * 1024)),
             wake: Notify::new(),
         });
-        let waiting = Arc::new(Mutex::new(Slab::with_capacity(1024)));
+        let waiting = Arc::new(Mutex::new(Waiting::default()));
         let writer = tokio::spawn(write_loop(wr, outbox.clone()));
         let reader = tokio::spawn(read_loop(rd, waiting.clone()));
         Ok(TaskClient(Arc::new(Inner {
@@ -75,7 +83,11 @@ impl Drop for Inner {
 impl Echo for TaskClient {
     async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
         let (tx, rx) = oneshot::channel();
-        let key = u32::try_from(self.0.waiting.lock().insert(tx))?;
+        let key = {
+            let mut waiting = self.0.waiting.lock();
+            anyhow::ensure!(!waiting.closed, "floor-tasks: the connection is closed");
+            u32::try_from(waiting.calls.insert(tx))?
+        };
         let outbox = &self.0.outbox;
         let idle = {
             let mut frames = outbox.frames.lock();
@@ -113,20 +125,16 @@ async fn write_loop(mut wr: tokio::net::tcp::OwnedWriteHalf, outbox: Arc<Outbox>
 
 /// Reads echoes and completes each one's slot; when the connection ends,
 /// every call still waiting fails.
-async fn read_loop(
-    rd: tokio::net::tcp::OwnedReadHalf,
-    waiting: Arc<Mutex<Slab<oneshot::Sender<u64>>>>,
-) {
+async fn read_loop(rd: tokio::net::tcp::OwnedReadHalf, waiting: Arc<Mutex<Waiting>>) {
     read_echoes(rd, &waiting).await;
-    waiting.lock().clear();
+    let mut waiting = waiting.lock();
+    waiting.closed = true;
+    waiting.calls.clear();
 }
 
 /// The reader's loop; the senders are taken under the table's lock and
 /// completed after it is released.
-async fn read_echoes(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
-    waiting: &Mutex<Slab<oneshot::Sender<u64>>>,
-) {
+async fn read_echoes(mut rd: tokio::net::tcp::OwnedReadHalf, waiting: &Mutex<Waiting>) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut answers = Vec::with_capacity(256);
     while matches!(rd.read_buf(&mut buf).await, Ok(n) if n > 0) {
@@ -140,7 +148,7 @@ async fn read_echoes(
             let key = frame.get_u32() as usize;
             let id = frame.get_u64();
             buf.advance(len);
-            if let Some(tx) = table.try_remove(key) {
+            if let Some(tx) = table.calls.try_remove(key) {
                 answers.push((tx, id));
             }
         }
@@ -184,7 +192,10 @@ mod tests {
                 .expect("callers finish")
                 .unwrap();
         }
-        assert!(client.0.waiting.lock().is_empty(), "every slot was freed");
+        assert!(
+            client.0.waiting.lock().calls.is_empty(),
+            "every slot was freed"
+        );
     }
 
     #[tokio::test]
@@ -204,5 +215,13 @@ mod tests {
             .expect("the call ends");
         assert!(result.is_err(), "no answer, so an error: {result:?}");
         server.await.unwrap();
+        // Once the reader has seen the end, a new call fails at once.
+        let late = tokio::time::timeout(
+            Duration::from_secs(30),
+            client.echo(8, Bytes::from_static(b"y")),
+        )
+        .await
+        .expect("a call on a closed connection ends");
+        assert!(late.is_err(), "closed, so an error: {late:?}");
     }
 }
