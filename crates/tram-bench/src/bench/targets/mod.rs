@@ -18,7 +18,11 @@
 //!
 //! The readings are those the bench prints itself: ratios taken round by
 //! round, then their median; CPU a call as the medians of client and
-//! server; p50s from the rounds' merged histograms.
+//! server; p50s from the rounds' merged histograms. Where a run has the
+//! floor or the least RPC client (`floor-tasks`) beside tram, their own
+//! figures follow tram's reading (the floor's spread; the least client's
+//! spread, client CPU and p50 over the floor's), as context that never
+//! changes a verdict.
 
 mod read;
 

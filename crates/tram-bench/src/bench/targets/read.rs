@@ -177,10 +177,14 @@ fn compare(json: &Value) -> Vec<Reading> {
                     num(tram, "/latency/p50_us"),
                     system(systems, "floor").and_then(|f| num(f, "/latency/p50_us")),
                 ) {
+                    let least = least_client(systems, |l| {
+                        let p50 = num(l, "/latency/p50_us")?;
+                        Some(format!("{:.3}x", p50 / f))
+                    });
                     out.push(Reading {
                         target: Target::C1Latency,
                         detail: None,
-                        text: format!("{:.3}x ({t:.1} against {f:.1} µs)", t / f),
+                        text: format!("{:.3}x ({t:.1} against {f:.1} µs){least}", t / f),
                         verdict: Verdict::at_most(t / f, 1.1),
                     });
                 }
@@ -227,10 +231,13 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
         num(tram, "/server_cpu_us/median"),
     ) {
         let cpu = client + server;
+        let least = least_client(systems, |l| {
+            Some(format!("client {:.2} µs", num(l, "/client_cpu_us/median")?))
+        });
         out.push(Reading {
             target: Target::C256Cpu,
             detail: None,
-            text: format!("{cpu:.2} µs ({client:.2} + {server:.2})"),
+            text: format!("{cpu:.2} µs ({client:.2} + {server:.2}){least}"),
             verdict: Verdict::at_most(cpu, 1.2),
         });
     }
@@ -242,11 +249,15 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
             .and_then(spread)
             .map(|(_, b, a, _)| format!("; the floor's {:+.1}% / {:+.1}%", b * 100.0, a * 100.0))
             .unwrap_or_default();
+        let least = least_client(systems, |l| {
+            let (_, b, a, _) = spread(l)?;
+            Some(format!("{:+.1}% / {:+.1}%", b * 100.0, a * 100.0))
+        });
         out.push(Reading {
             target: Target::C256Spread,
             detail: None,
             text: format!(
-                "{:+.1}% / {:+.1}% of {:.0}k ({rounds} rounds){floor}",
+                "{:+.1}% / {:+.1}% of {:.0}k ({rounds} rounds){floor}{least}",
                 below * 100.0,
                 above * 100.0,
                 median / 1e3,
@@ -258,6 +269,16 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
             },
         });
     }
+}
+
+/// What the least RPC client (`floor-tasks`), when the run has it, read
+/// by `read` says beside tram's reading: how much of it any client whose
+/// calls are tasks would pay. Never part of the verdict.
+fn least_client(systems: &Value, read: impl Fn(&Value) -> Option<String>) -> String {
+    system(systems, "floor-tasks")
+        .and_then(read)
+        .map(|text| format!("; floor-tasks {text}"))
+        .unwrap_or_default()
 }
 
 /// A system's median rate, its slowest and quickest rounds' distance from
@@ -447,6 +468,40 @@ mod tests {
         assert_eq!(verdict(&r, Target::C1Latency), Verdict::NotMet);
         // No peer in the run: its ratios are not read at all.
         assert!(r.iter().all(|r| r.target != Target::C256Protosocket));
+    }
+
+    #[test]
+    fn the_least_rpc_client_is_read_beside_tram_and_changes_no_verdict() {
+        let run = compare_run(json!([
+            {"payload": 16, "concurrency": 256, "systems": [
+                {"system": "tram", "rates": [950e3, 1000e3, 1080e3], "rate": summary(1000e3, 950e3, 1080e3),
+                 "client_cpu_us": summary(1.6, 1.5, 1.7), "server_cpu_us": summary(0.9, 0.8, 1.0)},
+                {"system": "floor-tasks", "rates": [600e3, 800e3, 820e3], "rate": summary(800e3, 600e3, 820e3),
+                 "client_cpu_us": summary(1.87, 1.8, 1.9), "server_cpu_us": summary(0.6, 0.5, 0.7)},
+            ]},
+            {"payload": 16, "concurrency": 1, "systems": [
+                {"system": "tram", "latency": {"p50_us": 23.0}},
+                {"system": "floor", "latency": {"p50_us": 20.0}},
+                {"system": "floor-tasks", "latency": {"p50_us": 20.6}},
+            ]},
+        ]));
+        let r = counted(&run);
+        let text = |t: Target| r.iter().find(|r| r.target == t).unwrap().text.clone();
+        assert_eq!(
+            text(Target::C256Cpu),
+            "2.50 µs (1.60 + 0.90); floor-tasks client 1.87 µs"
+        );
+        assert_eq!(
+            text(Target::C256Spread),
+            "-5.0% / +8.0% of 1000k (3 rounds); floor-tasks -25.0% / +2.5%"
+        );
+        assert_eq!(
+            text(Target::C1Latency),
+            "1.150x (23.0 against 20.0 µs); floor-tasks 1.030x"
+        );
+        assert_eq!(verdict(&r, Target::C256Cpu), Verdict::NotMet);
+        assert_eq!(verdict(&r, Target::C256Spread), Verdict::Met);
+        assert_eq!(verdict(&r, Target::C1Latency), Verdict::NotMet);
     }
 
     #[test]
