@@ -33,7 +33,8 @@ echo "== training (every system, unary at 1, 32 and 256 in flight, streams)"
 bench=$work/gen/release/tram-bench
 # One file per process: the servers are processes of their own.
 export LLVM_PROFILE_FILE="$work/data/%p-%m.profraw"
-"$bench" compare --concurrency 1,32,256 --rounds 1 --out "$work/train" >/dev/null
+"$bench" compare --systems tram,tonic,protosocket,floor,floor-tasks \
+    --concurrency 1,32,256 --rounds 1 --out "$work/train" >/dev/null
 "$bench" stream --rounds 1 --out "$work/train" >/dev/null
 unset LLVM_PROFILE_FILE
 
