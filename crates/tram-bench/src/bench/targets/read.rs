@@ -247,19 +247,18 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
         // they spread as far, the rounds measured the machine.
         let floor = system(systems, "floor")
             .and_then(spread)
-            .map(|(_, b, a, _)| format!("; the floor's {:+.1}% / {:+.1}%", b * 100.0, a * 100.0))
+            .map(|(_, b, a, _)| format!("; the floor's {}", percents(b, a)))
             .unwrap_or_default();
         let least = least_client(systems, |l| {
             let (_, b, a, _) = spread(l)?;
-            Some(format!("{:+.1}% / {:+.1}%", b * 100.0, a * 100.0))
+            Some(percents(b, a))
         });
         out.push(Reading {
             target: Target::C256Spread,
             detail: None,
             text: format!(
-                "{:+.1}% / {:+.1}% of {:.0}k ({rounds} rounds){floor}{least}",
-                below * 100.0,
-                above * 100.0,
+                "{} of {:.0}k ({rounds} rounds){floor}{least}",
+                percents(below, above),
                 median / 1e3,
             ),
             verdict: if within {
@@ -269,6 +268,11 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
             },
         });
     }
+}
+
+/// A spread's two ends as percentages: "-5.0% / +8.0%".
+fn percents(below: f64, above: f64) -> String {
+    format!("{:+.1}% / {:+.1}%", below * 100.0, above * 100.0)
 }
 
 /// What the least RPC client (`floor-tasks`), when the run has it, read
