@@ -46,6 +46,10 @@ const TURN_FRAMES: usize = 32;
 /// and 20 made fewer.
 const DEEP_TURN_FRAMES: usize = 24;
 
+/// A turn of fewer frames than this, all read, writes its answers before
+/// it asks the socket for more (see `Driver::turn`).
+const FEW_FRAMES: usize = 4;
+
 /// Turns a driver takes per poll before it yields to the worker's other
 /// tasks. Several, so that a turn that ends at its bound with nothing left
 /// to read ends the poll (the next turn's read finds the socket empty)
@@ -131,12 +135,16 @@ pub(crate) async fn serve(
     });
     let outcome = std::future::poll_fn(|cx| {
         let entered = d.exec.enter();
+        // The frames first: the stop signal's poll takes the shared
+        // channel's lock, which a call's answer need not wait for.
+        if let Poll::Ready(done) = d.poll(&mut inbound, cx) {
+            return Poll::Ready(done);
+        }
         if !d.life.closing() && stopped.as_mut().poll(cx).is_ready() {
             d.closing = CloseReason::Shutdown;
             d.begin_close("server shutting down");
-        }
-        if let Poll::Ready(done) = d.poll(&mut inbound, cx) {
-            return Poll::Ready(done);
+            // Polled again at once: a connection with no calls open ends.
+            cx.waker().wake_by_ref();
         }
         while let Some(at) = d.life.deadline() {
             let life = life_timer.get_or_insert_with(|| Alarm::new(at));
@@ -339,7 +347,7 @@ impl Driver {
                     more_frames = false;
                     break;
                 }
-                Turn::Bounded => got = true,
+                Turn::Bounded | Turn::Paused => got = true,
             }
         }
         if self.calls.is_going_away() && self.calls.is_empty() {
@@ -382,7 +390,22 @@ impl Driver {
         let turn_ends = turn_starts + TURN_BYTES;
         let (mut frames, mut limit) = (0, TURN_FRAMES);
         while frames < limit {
-            match inbound.poll_recv(cx) {
+            // Once the few frames a short read brought in are handled, the
+            // turn ends without asking the socket again: their answers are
+            // written first, and the next turn registers for more. At one
+            // call in flight that takes the wake-up's registration off the
+            // path from the call's read to its answer's write. A loaded
+            // connection's turn reads on: a turn of its own for what
+            // arrived meanwhile would cost a write more.
+            let next = match inbound.try_recv() {
+                Some(received) => Poll::Ready(Some(received)),
+                None if got && frames < FEW_FRAMES && inbound.read_was_short() => {
+                    turn = Turn::Paused;
+                    break;
+                }
+                None => inbound.poll_recv(cx),
+            };
+            match next {
                 Poll::Ready(Some(Ok(received))) => {
                     if frames == 0 {
                         limit = turn_frames(inbound, turn_starts);
@@ -505,6 +528,9 @@ impl Driver {
 enum Turn {
     /// At a bound, with frames maybe left to read.
     Bounded,
+    /// What a short read brought in is handled; the socket was not asked
+    /// for more (nor a wake-up registered): the caller takes another turn.
+    Paused,
     /// The socket had nothing more; `got`: frames were handled first.
     Drained { got: bool },
     /// The connection is over (the client closed, or a read failed).
