@@ -390,22 +390,18 @@ impl Driver {
         let turn_ends = turn_starts + TURN_BYTES;
         let (mut frames, mut limit) = (0, TURN_FRAMES);
         while frames < limit {
-            // Once the few frames a short read brought in are handled, the
-            // turn ends without asking the socket again: their answers are
-            // written first, and the next turn registers for more. At one
-            // call in flight that takes the wake-up's registration off the
-            // path from the call's read to its answer's write. A loaded
+            // Once the few frames a short read brought in are all handled,
+            // the turn ends without asking the socket again: their answers
+            // are written first, and the next turn registers for more. At
+            // one call in flight that takes the wake-up's registration off
+            // the path from the call's read to its answer's write. A loaded
             // connection's turn reads on: a turn of its own for what
             // arrived meanwhile would cost a write more.
-            let next = match inbound.try_recv() {
-                Some(received) => Poll::Ready(Some(received)),
-                None if got && frames < FEW_FRAMES && inbound.read_was_short() => {
-                    turn = Turn::Paused;
-                    break;
-                }
-                None => inbound.poll_recv(cx),
-            };
-            match next {
+            if got && frames < FEW_FRAMES && inbound.buffered() == 0 && inbound.read_was_short() {
+                turn = Turn::Paused;
+                break;
+            }
+            match inbound.poll_recv(cx) {
                 Poll::Ready(Some(Ok(received))) => {
                     if frames == 0 {
                         limit = turn_frames(inbound, turn_starts);
