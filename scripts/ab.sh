@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A/B of two revisions the way docs/bench-log.md takes them: both built
 # once, then run in alternation, one short `tram-bench compare` each, so
-# that the guest's moods fall on both. Prints tram's row of every run
-# with the core-to-core probe of its round.
+# that the guest's moods fall on both, A first in odd pairs and B first
+# in even ones. Prints tram's row of every run with the core-to-core
+# probe of its round.
 #
 #   scripts/ab.sh REV_A REV_B PAIRS [compare options...]
 #   scripts/ab.sh main HEAD 4 --concurrency 32 --payload 16384
@@ -137,12 +138,23 @@ summary() {
 }
 
 echo "pair | build | probe | calls/s | p50 µs | p99 µs | p99.9 µs | client CPU µs | server CPU µs" >&2
-for i in $(seq 1 "$pairs"); do
-    run "A $i" "$bin_a" "$@"
+run_b() {
     if [ -n "${AB_ENV_B:-}" ]; then
-        (export "$AB_ENV_B" && run "B $i" "$bin_b" "$@")
+        (export "$AB_ENV_B" && run "B $1" "$bin_b" "${@:2}")
     else
-        run "B $i" "$bin_b" "$@"
+        run "B $1" "$bin_b" "${@:2}"
+    fi
+}
+# The order swaps from pair to pair: the first run of a pair is often
+# the faster (the guest's moods last longer than one run), and a fixed
+# order would hand that to one build.
+for i in $(seq 1 "$pairs"); do
+    if [ $((i % 2)) -eq 1 ]; then
+        run "A $i" "$bin_a" "$@"
+        run_b "$i" "$@"
+    else
+        run_b "$i" "$@"
+        run "A $i" "$bin_a" "$@"
     fi
 done
 summary
