@@ -9,7 +9,8 @@
 //! unpinned, no neighbours) and only from the release build: what a user
 //! who reruns the bench gets. Every other run, and a file that is not
 //! JSON, is listed as left out, with why. Given several directories
-//! (several sessions, say), it ends with how many runs met each target.
+//! (several sessions, say), it ends with how many readings met each
+//! target and the lowest and highest of their figures.
 //!
 //! Each directory's table is headed by its guest, named by the floors'
 //! figures in its runs (the floor's calls/s at 256 in flight and p50 at
@@ -147,6 +148,10 @@ pub(crate) struct Reading {
     pub(crate) detail: Option<String>,
     /// The figure, as a table cell.
     pub(crate) text: String,
+    /// The figure the verdict was taken on, on the target's own scale
+    /// (a ratio, µs, a fraction of the median or of floor-push), for the
+    /// range over many directories; `None` where a run cannot tell.
+    pub(crate) value: Option<f64>,
     pub(crate) verdict: Verdict,
 }
 
@@ -172,8 +177,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 fn report(args: &Args) -> anyhow::Result<String> {
     use std::fmt::Write;
     let mut out = String::new();
-    // Per target: readings, readings that met it.
-    let mut tally: BTreeMap<Target, (usize, usize)> = BTreeMap::new();
+    let mut tally: BTreeMap<Target, Tally> = BTreeMap::new();
     for dir in &args.dirs {
         let files = result_files(dir, args.deep)?;
         writeln!(out, "## {}\n", dir.display())?;
@@ -229,9 +233,7 @@ fn report(args: &Args) -> anyhow::Result<String> {
                 "| {} | {run}{detail} | {} | {} |",
                 r.target, r.text, r.verdict
             )?;
-            let t = tally.entry(r.target).or_default();
-            t.0 += 1;
-            t.1 += usize::from(r.verdict == Verdict::Met);
+            tally.entry(r.target).or_default().add(r);
         }
         for why in &left_out {
             writeln!(out, "\nleft out: {why}")?;
@@ -240,16 +242,70 @@ fn report(args: &Args) -> anyhow::Result<String> {
     }
     if args.dirs.len() > 1 {
         writeln!(out, "## Over every directory\n")?;
-        writeln!(out, "| target | met in |")?;
-        writeln!(out, "|---|---|")?;
+        writeln!(out, "| target | met in | readings, lowest to highest |")?;
+        writeln!(out, "|---|---|---|")?;
         for target in Target::ALL {
             match tally.get(&target) {
-                Some((n, met)) => writeln!(out, "| {target} | {met} of {n} readings |")?,
-                None => writeln!(out, "| {target} | not measured |")?,
+                Some(t) => writeln!(
+                    out,
+                    "| {target} | {} of {} readings | {} |",
+                    t.met,
+                    t.readings,
+                    t.range(target)
+                )?,
+                None => writeln!(out, "| {target} | not measured | |")?,
             }
         }
     }
     Ok(out)
+}
+
+/// One target's readings over every directory.
+#[derive(Debug, Default)]
+struct Tally {
+    readings: usize,
+    met: usize,
+    /// The lowest and highest figure of the readings that have one.
+    range: Option<(f64, f64)>,
+}
+
+impl Tally {
+    fn add(&mut self, r: &Reading) {
+        self.readings += 1;
+        self.met += usize::from(r.verdict == Verdict::Met);
+        if let Some(v) = r.value {
+            self.range = Some(match self.range {
+                Some((lo, hi)) => (lo.min(v), hi.max(v)),
+                None => (v, v),
+            });
+        }
+    }
+
+    /// The range as the target's unit reads it.
+    fn range(&self, target: Target) -> String {
+        let Some((lo, hi)) = self.range else {
+            return "none with a figure".into();
+        };
+        let figure = |v: f64| match target {
+            Target::C256Cpu => format!("{v:.2} µs"),
+            Target::C256Spread => format!("{:.1}%", v * 100.0),
+            Target::StreamFloor => format!("{:.0}%", v * 100.0),
+            Target::C1Latency => format!("{v:.3}x"),
+            _ => format!("{v:.2}x"),
+        };
+        let range = if lo == hi {
+            figure(lo)
+        } else {
+            format!("{}–{}", figure(lo), figure(hi))
+        };
+        match target {
+            Target::C256Spread => format!("the farther side {range} off the median"),
+            Target::Open5ms | Target::Open5msEvery | Target::Open1ms | Target::Open1msEvery => {
+                format!("{range} (where a ratio was read)")
+            }
+            _ => range,
+        }
+    }
 }
 
 /// The result files in `dir` and the directories in it (every level
@@ -351,11 +407,11 @@ mod tests {
         );
         assert!(!report.contains("`ab/pair-1/`"), "{report}");
         assert!(
-            report.contains("| streams: ≥ 25% of floor-push | 1 of 2 readings |"),
+            report.contains("| streams: ≥ 25% of floor-push | 1 of 2 readings | 20%–30% |"),
             "{report}"
         );
         assert!(
-            report.contains("| C=256: ≥ 3x protosocket-rpc | not measured |"),
+            report.contains("| C=256: ≥ 3x protosocket-rpc | not measured | |"),
             "{report}"
         );
 
@@ -404,6 +460,29 @@ mod tests {
             report.contains("Guest: Intel(R) Xeon(R) Processor"),
             "{report}"
         );
+    }
+
+    /// Over several directories, each target's readings are counted and
+    /// their lowest and highest figures given in the target's own unit.
+    #[test]
+    fn committed_suites_are_tallied_with_their_range() {
+        let bench = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench/2026-11-29");
+        let report = report(&Args {
+            dirs: vec![bench.join("session43"), bench.join("session44")],
+            deep: false,
+        })
+        .unwrap();
+        for row in [
+            "| C=256: ≥ 3x protosocket-rpc | 4 of 4 readings | 3.07x–4.02x |",
+            "| C=256: ≤ 1.2 µs CPU a call | 0 of 4 readings | 1.73 µs–2.48 µs |",
+            "| C=256: rounds within ±10% | 0 of 4 readings | the farther side 17.8%–38.4% off the median |",
+            "| C=1: p50 ≤ 1.1x the floor's | 0 of 4 readings | 1.123x–1.167x |",
+            "| streams: ≥ 25% of floor-push | 0 of 2 readings | 23%–24% |",
+            "| open loop < 5 ms: every rate up to ≥ 3x | 0 of 3 readings | 2.50x (where a ratio was read) |",
+            "| open loop < 1 ms: every rate up to ≥ 3x | 0 of 3 readings | none with a figure |",
+        ] {
+            assert!(report.contains(row), "{row} not in\n{report}");
+        }
     }
 
     fn report_of(dir: &TempDir, deep: bool) -> String {

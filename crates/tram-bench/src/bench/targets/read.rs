@@ -185,6 +185,7 @@ fn compare(json: &Value) -> Vec<Reading> {
                         target: Target::C1Latency,
                         detail: None,
                         text: format!("{:.3}x ({t:.1} against {f:.1} µs){least}", t / f),
+                        value: Some(t / f),
                         verdict: Verdict::at_most(t / f, 1.1),
                     });
                 }
@@ -198,6 +199,7 @@ fn compare(json: &Value) -> Vec<Reading> {
                         target: Target::Payload16k,
                         detail: Some(format!("C={c}")),
                         text,
+                        value: Some(median),
                         verdict: Verdict::at_least(median, 1.5),
                     });
                 }
@@ -222,6 +224,7 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
                 target,
                 detail: None,
                 text,
+                value: Some(median),
                 verdict: Verdict::at_least(median, at_least),
             });
         }
@@ -238,6 +241,7 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
             target: Target::C256Cpu,
             detail: None,
             text: format!("{cpu:.2} µs ({client:.2} + {server:.2}){least}"),
+            value: Some(cpu),
             verdict: Verdict::at_most(cpu, 1.2),
         });
     }
@@ -261,6 +265,8 @@ fn closed_256(systems: &Value, tram: &Value, out: &mut Vec<Reading>) {
                 percents(below, above),
                 median / 1e3,
             ),
+            // The farther side: what decides the verdict.
+            value: Some(above.max(-below)),
             verdict: if within {
                 Verdict::Met
             } else {
@@ -320,6 +326,7 @@ fn stream(json: &Value) -> Vec<Reading> {
                 min * 100.0,
                 max * 100.0
             ),
+            value: Some(median),
             verdict: Verdict::at_least(median, 0.25),
         });
     }
@@ -328,6 +335,7 @@ fn stream(json: &Value) -> Vec<Reading> {
             target: Target::StreamProtosocket,
             detail: None,
             text,
+            value: Some(median),
             verdict: Verdict::at_least(median, 5.0),
         });
     }
@@ -348,13 +356,14 @@ fn rate(json: &Value) -> Vec<Reading> {
         ("max_rate_p999_under_1ms", Target::Open1ms),
         ("every_rate_p999_under_1ms_to", Target::Open1msEvery),
     ] {
-        let Some((text, verdict)) = open_loop(tram, peer, field) else {
+        let Some((text, value, verdict)) = open_loop(tram, peer, field) else {
             continue;
         };
         out.push(Reading {
             target,
             detail: None,
             text,
+            value,
             verdict,
         });
     }
@@ -363,8 +372,9 @@ fn rate(json: &Value) -> Vec<Reading> {
 
 /// One open-loop criterion: tram's rate against protosocket-rpc's. When
 /// protosocket-rpc held no rate, it held less than the sweep's first, so
-/// tram's lead is at least its own rate over that one.
-fn open_loop(tram: &Value, peer: &Value, field: &str) -> Option<(String, Verdict)> {
+/// tram's lead is at least its own rate over that one (the figure given
+/// for the tally's range is then that least lead).
+fn open_loop(tram: &Value, peer: &Value, field: &str) -> Option<(String, Option<f64>, Verdict)> {
     // Absent from files written before the field was: nothing to read.
     let (t, p) = (tram.get(field)?, peer.get(field)?);
     let first = peer.pointer("/steps/0/rate").and_then(Value::as_f64);
@@ -372,6 +382,7 @@ fn open_loop(tram: &Value, peer: &Value, field: &str) -> Option<(String, Verdict
     Some(match (t.as_f64(), p.as_f64()) {
         (Some(t), Some(p)) => (
             format!("{:.2}x ({} against {})", t / p, k(t), k(p)),
+            Some(t / p),
             Verdict::at_least(t / p, 3.0),
         ),
         (Some(t), None) => match first {
@@ -382,12 +393,13 @@ fn open_loop(tram: &Value, peer: &Value, field: &str) -> Option<(String, Verdict
                     k(t),
                     k(first)
                 ),
+                Some(t / first),
                 Verdict::Met,
             ),
-            _ => (format!("{} against none", k(t)), Verdict::Undecided),
+            _ => (format!("{} against none", k(t)), None, Verdict::Undecided),
         },
-        (None, Some(p)) => (format!("none against {}", k(p)), Verdict::NotMet),
-        (None, None) => ("neither held a rate".into(), Verdict::Undecided),
+        (None, Some(p)) => (format!("none against {}", k(p)), None, Verdict::NotMet),
+        (None, None) => ("neither held a rate".into(), None, Verdict::Undecided),
     })
 }
 
