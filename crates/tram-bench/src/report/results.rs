@@ -111,6 +111,12 @@ pub(crate) struct Step {
     /// under test has touched yet: the dispatcher's lateness and the
     /// runtime's, both waiting for a CPU.
     pub(crate) started_late_p999_us: Summary,
+    /// How late the dispatcher handed the calls over, all rounds merged:
+    /// the share of `started_late` that is the bench's own schedule
+    /// keeper waking from its sleep, before any runtime or system is
+    /// involved. Its p50 is in every call's latency, its p99.9 under
+    /// every p99.9.
+    pub(crate) dispatched_late: Percentiles,
     /// Calls that failed, all rounds.
     pub(crate) errors: u64,
     /// Whether the system kept up: achieved at least 90% of the offered

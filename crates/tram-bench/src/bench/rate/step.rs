@@ -212,7 +212,7 @@ pub(super) async fn step(
         })?;
     // Wait for the schedule to run out, then for the window's calls.
     let finished = tokio::task::spawn_blocking(move || dispatcher.join()).await?;
-    finished.map_err(|_| anyhow::anyhow!("dispatcher panicked"))??;
+    let dispatched_late = finished.map_err(|_| anyhow::anyhow!("dispatcher panicked"))??;
     let grace = Instant::now() + Duration::from_secs(5);
     while state.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < grace {
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -230,6 +230,7 @@ pub(super) async fn step(
         achieved: completed / secs,
         hist: std::mem::replace(&mut *state.hist.lock(), new_hist()),
         started_late: std::mem::replace(&mut *state.started_late.lock(), new_hist()),
+        dispatched_late,
         client_us: (c1 - c0).as_secs_f64() * 1e6 / calls,
         server_us: (s1 - s0).as_secs_f64() * 1e6 / calls,
         errors: state.errors.load(Ordering::Relaxed)
@@ -244,7 +245,9 @@ const MIN_NAP: u64 = 50_000;
 type CpuReadings = Option<((Duration, Duration), (Duration, Duration))>;
 
 /// The schedule keeper: issues every call due, in batches, until the end of
-/// the window; reads both processes' CPU at the window's edges.
+/// the window; reads both processes' CPU at the window's edges. Returns how
+/// late it handed each of the window's calls over: its own share of the
+/// calls' lateness, a sleeping thread's wake-up on this machine.
 fn dispatch(
     state: &Arc<StepState>,
     handle: &tokio::runtime::Handle,
@@ -252,7 +255,7 @@ fn dispatch(
     stop: &AtomicBool,
     server_pid: u32,
     cpu: &Mutex<CpuReadings>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Hist> {
     // Timer slack is 50 µs by default: each sleep would overshoot by that
     // much on top of the wake-up itself. 1 ns keeps the schedule close.
     crate::runner::tight_timer_slack();
@@ -262,6 +265,7 @@ fn dispatch(
         || -> anyhow::Result<(Duration, Duration)> { Ok((self_cpu()?, pid_cpu(server_pid)?)) };
     let mut first = None;
     let mut issued = 0u64;
+    let mut late = new_hist();
     while issued < total && !stop.load(Ordering::Relaxed) {
         let now = state.epoch.elapsed();
         if first.is_none() && now >= start {
@@ -271,6 +275,11 @@ fn dispatch(
         let room = max_in_flight.saturating_sub(state.in_flight.load(Ordering::Acquire)) as u64;
         let upto = due.min(issued + room);
         if upto > issued {
+            for t in (issued..upto).map(|i| state.schedule.intended(i)) {
+                if (start..end).contains(&t) {
+                    late.saturating_record(now.saturating_sub(t).max(1));
+                }
+            }
             state
                 .in_flight
                 .fetch_add((upto - issued) as usize, Ordering::AcqRel);
@@ -300,5 +309,5 @@ fn dispatch(
     }
     let last = read_cpu()?;
     *cpu.lock() = Some((first.unwrap_or(last), last));
-    Ok(())
+    Ok(late)
 }
