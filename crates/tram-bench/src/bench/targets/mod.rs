@@ -23,7 +23,9 @@
 //! floor or the least RPC client (`floor-tasks`) beside tram, their own
 //! figures follow tram's reading (the floor's spread; the least client's
 //! spread, client CPU and p50 over the floor's), as context that never
-//! changes a verdict.
+//! changes a verdict; so does, in the open loop's readings of every rate
+//! up to a limit, the bench dispatcher's own p99.9 lateness at the rate
+//! where tram's run of rates under it ended (files that record it).
 
 mod read;
 

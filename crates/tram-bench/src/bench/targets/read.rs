@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::report::si;
+use crate::report::{Summary, si};
 
 use super::{FileReadings, Reading, Target, Verdict};
 
@@ -350,15 +350,26 @@ fn rate(json: &Value) -> Vec<Reading> {
     let (Some(tram), Some(peer)) = (system(systems, "tram"), system(systems, "protosocket")) else {
         return out;
     };
-    for (field, target) in [
-        ("max_rate_p999_under_5ms", Target::Open5ms),
-        ("every_rate_p999_under_5ms_to", Target::Open5msEvery),
-        ("max_rate_p999_under_1ms", Target::Open1ms),
-        ("every_rate_p999_under_1ms_to", Target::Open1msEvery),
+    for (field, target, every_below) in [
+        ("max_rate_p999_under_5ms", Target::Open5ms, None),
+        (
+            "every_rate_p999_under_5ms_to",
+            Target::Open5msEvery,
+            Some(5_000.0),
+        ),
+        ("max_rate_p999_under_1ms", Target::Open1ms, None),
+        (
+            "every_rate_p999_under_1ms_to",
+            Target::Open1msEvery,
+            Some(1_000.0),
+        ),
     ] {
-        let Some((text, value, verdict)) = open_loop(tram, peer, field) else {
+        let Some((mut text, value, verdict)) = open_loop(tram, peer, field) else {
             continue;
         };
+        if let Some(note) = every_below.and_then(|limit| dispatcher_at_first_miss(tram, limit)) {
+            text.push_str(&note);
+        }
         out.push(Reading {
             target,
             detail: None,
@@ -368,6 +379,28 @@ fn rate(json: &Value) -> Vec<Reading> {
         });
     }
     out
+}
+
+/// Where tram's run of rates under `limit_us` ended, the bench's own share
+/// of that step's tail: the dispatcher's p99.9 lateness, when the file
+/// records it. A dispatcher late by as much as the limit leaves no system
+/// the criterion there. Context: never part of the verdict.
+fn dispatcher_at_first_miss(tram: &Value, limit_us: f64) -> Option<String> {
+    let missed = tram.get("steps")?.as_array()?.iter().find(|step| {
+        let rounds: Vec<f64> = step
+            .get("p999_rounds_us")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        // The median the sweep itself judged the step by.
+        Summary::of(&rounds).median >= limit_us
+    })?;
+    let rate = num(missed, "/rate")?;
+    let late = num(missed, "/dispatched_late/p999_us")?;
+    Some(format!(
+        "; at {:.0}k/s, where tram first missed it, the dispatcher's own p99.9 {late:.0} µs",
+        rate / 1e3
+    ))
 }
 
 /// One open-loop criterion: tram's rate against protosocket-rpc's. When

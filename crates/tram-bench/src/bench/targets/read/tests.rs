@@ -183,6 +183,42 @@ fn the_open_loop_bounds_the_lead_over_a_peer_that_held_no_rate() {
 }
 
 #[test]
+fn where_tram_first_missed_a_limit_the_dispatchers_own_lateness_is_told() {
+    let mut tram = sweep("tram", Some(25_000), Some(10_000), None);
+    tram["steps"] = json!([
+        {"rate": 10000, "p999_rounds_us": [900.0, 1200.0, 1100.0],
+         "dispatched_late": {"p50_us": 38.0, "p99_us": 60.0, "p999_us": 700.0, "max_us": 900.0, "count": 9}},
+        {"rate": 25000, "p999_rounds_us": [6000.0, 5500.0, 4000.0],
+         "dispatched_late": {"p50_us": 27.0, "p99_us": 90.0, "p999_us": 1900.0, "max_us": 2500.0, "count": 9}},
+    ]);
+    let r = counted(&rate_run(
+        tram,
+        sweep("protosocket", Some(10_000), Some(10_000), None),
+    ));
+    let text = |target| &r.iter().find(|r| r.target == target).unwrap().text;
+    // 10k/s missed 1 ms in the median round (1.1 ms) and held 5 ms;
+    // 25k/s is where 5 ms broke (5.5 ms).
+    assert_eq!(
+        text(Target::Open5msEvery),
+        "1.00x (10k/s against 10k/s); at 25k/s, where tram first missed it, \
+         the dispatcher's own p99.9 1900 µs"
+    );
+    assert_eq!(
+        text(Target::Open1msEvery),
+        "neither held a rate; at 10k/s, where tram first missed it, \
+         the dispatcher's own p99.9 700 µs"
+    );
+    // Only the readings of every rate up to a limit say it.
+    assert!(!text(Target::Open5ms).contains("dispatcher"));
+    // Files written before it was recorded read as before.
+    let r = counted(&rate_run(
+        sweep("tram", Some(25_000), Some(10_000), None),
+        sweep("protosocket", Some(10_000), Some(10_000), None),
+    ));
+    assert!(r.iter().all(|r| !r.text.contains("dispatcher")));
+}
+
+#[test]
 fn the_guest_is_named_by_the_floors_figures() {
     let mut guest = Guest::default();
     assert_eq!(guest.line(), None);
