@@ -117,6 +117,9 @@ pub(crate) struct Step {
     /// involved. Its p50 is in every call's latency, its p99.9 under
     /// every p99.9.
     pub(crate) dispatched_late: Percentiles,
+    /// The same, p99.9 per round in µs, summarised (as
+    /// `started_late_p999_us` is).
+    pub(crate) dispatched_late_p999_us: Summary,
     /// Calls that failed, all rounds.
     pub(crate) errors: u64,
     /// Whether the system kept up: achieved at least 90% of the offered

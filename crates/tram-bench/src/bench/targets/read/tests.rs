@@ -187,9 +187,9 @@ fn where_tram_first_missed_a_limit_the_dispatchers_own_lateness_is_told() {
     let mut tram = sweep("tram", Some(25_000), Some(10_000), None);
     tram["steps"] = json!([
         {"rate": 10000, "p999_rounds_us": [900.0, 1200.0, 1100.0],
-         "dispatched_late": {"p50_us": 38.0, "p99_us": 60.0, "p999_us": 700.0, "max_us": 900.0, "count": 9}},
+         "dispatched_late_p999_us": {"median": 700.0, "min": 500.0, "max": 900.0}},
         {"rate": 25000, "p999_rounds_us": [6000.0, 5500.0, 4000.0],
-         "dispatched_late": {"p50_us": 27.0, "p99_us": 90.0, "p999_us": 1900.0, "max_us": 2500.0, "count": 9}},
+         "dispatched_late_p999_us": {"median": 1900.0, "min": 1000.0, "max": 2500.0}},
     ]);
     let r = counted(&rate_run(
         tram,
