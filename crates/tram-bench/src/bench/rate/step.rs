@@ -54,9 +54,14 @@ impl StepState {
 
     /// Records how late the calls of `batch` begin, now.
     fn started(&self, batch: std::ops::Range<u64>) {
+        self.record_late(&mut self.started_late.lock(), batch);
+    }
+
+    /// Records in `late` how far behind their intended send times the
+    /// window's calls of `batch` are, now.
+    fn record_late(&self, late: &mut Hist, batch: std::ops::Range<u64>) {
         let now = self.epoch.elapsed();
         let (start, end) = self.window;
-        let mut late = self.started_late.lock();
         for t in batch.map(|i| self.schedule.intended(i)) {
             if (start..end).contains(&t) {
                 late.saturating_record(now.saturating_sub(t).max(1));
@@ -275,11 +280,7 @@ fn dispatch(
         let room = max_in_flight.saturating_sub(state.in_flight.load(Ordering::Acquire)) as u64;
         let upto = due.min(issued + room);
         if upto > issued {
-            for t in (issued..upto).map(|i| state.schedule.intended(i)) {
-                if (start..end).contains(&t) {
-                    late.saturating_record(now.saturating_sub(t).max(1));
-                }
-            }
+            state.record_late(&mut late, issued..upto);
             state
                 .in_flight
                 .fetch_add((upto - issued) as usize, Ordering::AcqRel);
