@@ -384,7 +384,6 @@ impl Driver {
     ) -> Result<Turn, ProtocolError> {
         let out = self.out.clone();
         let _cork = out.cork();
-        let mut got = false;
         let mut turn = Turn::Bounded;
         let turn_starts = inbound.bytes_decoded();
         let turn_ends = turn_starts + TURN_BYTES;
@@ -397,7 +396,10 @@ impl Driver {
             // the path from the call's read to its answer's write. A loaded
             // connection's turn reads on: a turn of its own for what
             // arrived meanwhile would cost a write more.
-            if got && frames < FEW_FRAMES && inbound.buffered() == 0 && inbound.read_was_short() {
+            if (1..FEW_FRAMES).contains(&frames)
+                && inbound.buffered() == 0
+                && inbound.read_was_short()
+            {
                 turn = Turn::Paused;
                 break;
             }
@@ -407,7 +409,6 @@ impl Driver {
                         limit = turn_frames(inbound, turn_starts);
                     }
                     frames += 1;
-                    got = true;
                     self.received(received)?;
                     if inbound.bytes_decoded() >= turn_ends {
                         break;
@@ -427,7 +428,7 @@ impl Driver {
                 // The client closed: nothing more can be answered usefully.
                 Poll::Ready(None) => return Ok(Turn::Ended),
                 Poll::Pending => {
-                    turn = Turn::Drained { got };
+                    turn = Turn::Drained { got: frames > 0 };
                     break;
                 }
             }
