@@ -15,7 +15,9 @@
 # and REV_B may then be the same): the instrument of the bench log's
 # eighteenth entry. With AB_ENV_B=NAME=VALUE, B's runs have that
 # variable set (an experiment switched in one binary: REV_A and REV_B
-# may then be the same).
+# may then be the same). With AB_BIN=PATH, both runs use that binary,
+# built beforehand (REV_A and REV_B are then only labels), for an
+# experiment switched by AB_ENV_B.
 # Ends with each build's median and B/A per pair, and how often B was
 # ahead, with a sign test's p: on a guest whose moods move calls/s by 2x,
 # a difference of a few percent needs many pairs to tell from noise.
@@ -92,9 +94,13 @@ build() {
     echo "$bin"
 }
 
-echo "building $rev_a and $rev_b${AB_LIFO_CAP:+ (B against tokio with a LIFO cap of $AB_LIFO_CAP)}${AB_ENV_B:+ (B run with $AB_ENV_B)}" >&2
-bin_a=$(build "$rev_a")
-bin_b=$(build "$rev_b" "${AB_LIFO_CAP:-}")
+[ -n "${AB_BIN:-}" ] || echo "building $rev_a and $rev_b${AB_LIFO_CAP:+ (B against tokio with a LIFO cap of $AB_LIFO_CAP)}${AB_ENV_B:+ (B run with $AB_ENV_B)}" >&2
+if [ -n "${AB_BIN:-}" ]; then
+    bin_a=$AB_BIN bin_b=$AB_BIN
+else
+    bin_a=$(build "$rev_a")
+    bin_b=$(build "$rev_b" "${AB_LIFO_CAP:-}")
+fi
 if [ "$(git -C "$root" rev-parse "$rev_a^{tree}")" != "$(git -C "$root" rev-parse "$rev_b^{tree}")" ] &&
     [ -z "${AB_LIFO_CAP:-}${AB_ENV_B:-}" ] && cmp -s "$bin_a" "$bin_b"; then
     echo "warning: $rev_a and $rev_b built to the same binary (only docs differ?)" >&2
