@@ -101,8 +101,8 @@ else
     bin_a=$(build "$rev_a")
     bin_b=$(build "$rev_b" "${AB_LIFO_CAP:-}")
 fi
-if [ "$(git -C "$root" rev-parse "$rev_a^{tree}")" != "$(git -C "$root" rev-parse "$rev_b^{tree}")" ] &&
-    [ -z "${AB_LIFO_CAP:-}${AB_ENV_B:-}" ] && cmp -s "$bin_a" "$bin_b"; then
+if [ -z "${AB_BIN:-}${AB_LIFO_CAP:-}${AB_ENV_B:-}" ] &&
+    [ "$(git -C "$root" rev-parse "$rev_a^{tree}")" != "$(git -C "$root" rev-parse "$rev_b^{tree}")" ] && cmp -s "$bin_a" "$bin_b"; then
     echo "warning: $rev_a and $rev_b built to the same binary (only docs differ?)" >&2
 fi
 
