@@ -94,10 +94,15 @@ build() {
     echo "$bin"
 }
 
-[ -n "${AB_BIN:-}" ] || echo "building $rev_a and $rev_b${AB_LIFO_CAP:+ (B against tokio with a LIFO cap of $AB_LIFO_CAP)}${AB_ENV_B:+ (B run with $AB_ENV_B)}" >&2
 if [ -n "${AB_BIN:-}" ]; then
+    # A LIFO cap needs a build of its own; a prebuilt binary has none.
+    if [ -n "${AB_LIFO_CAP:-}" ] || [ ! -x "$AB_BIN" ]; then
+        echo "AB_BIN must name an executable, and cannot go with AB_LIFO_CAP" >&2
+        exit 2
+    fi
     bin_a=$AB_BIN bin_b=$AB_BIN
 else
+    echo "building $rev_a and $rev_b${AB_LIFO_CAP:+ (B against tokio with a LIFO cap of $AB_LIFO_CAP)}${AB_ENV_B:+ (B run with $AB_ENV_B)}" >&2
     bin_a=$(build "$rev_a")
     bin_b=$(build "$rev_b" "${AB_LIFO_CAP:-}")
 fi
