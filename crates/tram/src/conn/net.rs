@@ -25,9 +25,12 @@ pub struct TcpConfig {
     ///
     /// A host that runs BBR for its traffic at large paces every
     /// connection's sends with kernel timers where no `fq` qdisc does
-    /// (loopback has none), which costs CPU on every large message
-    /// (docs/performance.md has the figures); connections inside a data
-    /// centre can have an algorithm of their own here. Setting one the
+    /// (loopback has none), which costs CPU on every large message, and
+    /// on loopback BBR's bandwidth estimate can settle far below what the
+    /// link carries and hold large messages back (a third of the rate at
+    /// 16 KiB on one guest; docs/performance.md has the figures).
+    /// Connections inside a data centre, or to a peer on the same host, can
+    /// have an algorithm of their own here. Setting one the
     /// system does not allow (`net.ipv4.tcp_allowed_congestion_control`)
     /// needs `CAP_NET_ADMIN`; an unknown or refused name fails the connect
     /// or bind, and so does any name on a system without the option.
