@@ -122,7 +122,7 @@ impl Load {
 }
 
 /// A number for the current thread, unique in the process.
-fn thread_number() -> usize {
+pub(crate) fn thread_number() -> usize {
     use std::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(1);
     thread_local! {

@@ -6,8 +6,9 @@
 //!
 //! The schedule is kept by a dedicated OS thread, which wakes (with
 //! `thread::sleep`) at most every 50 µs and hands every call due by then to
-//! the runtime in one batch; each call then runs as its own task. Those
-//! costs are the same for every system. Waking for every call instead would
+//! the runtime in one batch; each call then runs as its own task, whose
+//! bookkeeping shares nothing with the others' (`tally`). Those costs are
+//! the same for every system. Waking for every call instead would
 //! make the dispatcher a fifth busy thread on a two-vCPU machine, and the
 //! stalls it caused the client and server threads would dominate every
 //! system's p99. The floor takes the same batches but writes each in one
@@ -171,6 +172,7 @@ impl RoundResult {
 }
 
 mod step;
+mod tally;
 use step::step;
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {

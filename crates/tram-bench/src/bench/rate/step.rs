@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -11,13 +11,16 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+use super::tally::{self, Ender, Tally};
 use super::{Args, RoundResult, Schedule};
 use crate::runner::clock::Stamp;
 use crate::runner::latency::{Hist, new_hist};
+use crate::runner::load::static_payload;
 use crate::runner::{Server, pid_cpu, self_cpu};
 use crate::systems::{self, Echo, System, UnaryClient, WithEcho};
 
-/// Counters of one step, shared by the dispatcher and the calls.
+/// One step's connections and schedule, shared by the dispatcher and the
+/// batches' tasks (not by the calls' own: see `tally`).
 struct StepState {
     /// One per connection; call `i` goes to `clients[i % len]`.
     clients: Vec<UnaryClient>,
@@ -27,31 +30,40 @@ struct StepState {
     /// `floor-tasks`: each of the floor's calls a task, waiting for its
     /// echo here, keyed by its intended send time (unique per call).
     waiting: Option<Mutex<HashMap<u64, oneshot::Sender<()>>>>,
+    /// A payload whose clones write no shared count.
     payload: Bytes,
     epoch: Stamp,
     schedule: Schedule,
     /// The measuring window, in nanoseconds from `epoch`.
     window: (u64, u64),
-    hist: Mutex<Hist>,
+    ender: Ender,
     /// How late each call of the window began: how long after its
     /// intended send time its batch's task first ran on the client's
-    /// runtime (the dispatcher's own lateness included).
+    /// runtime (the dispatcher's own lateness included). Locked once a
+    /// batch.
     started_late: Mutex<Hist>,
-    in_flight: AtomicUsize,
-    /// Calls completed inside the window (by completion time).
-    completed_in_window: AtomicU64,
-    errors: AtomicU64,
+}
+
+/// What call `i`'s task takes along: copies, and a payload without a
+/// shared count.
+struct Call {
+    payload: Bytes,
+    schedule: Schedule,
+    ender: Ender,
+    i: u64,
+}
+
+impl Call {
+    /// The call, on `client` (its own clone, with its system's type).
+    async fn run<C: Echo>(self, mut client: C) {
+        let intended = self.schedule.intended(self.i);
+        let id = self.i + 1;
+        let ok = matches!(client.echo(id, self.payload).await, Ok(got) if got == id);
+        self.ender.finish(intended, ok);
+    }
 }
 
 impl StepState {
-    /// Call `i`, on `client` (its own clone, with its system's type).
-    async fn one<C: Echo>(self: Arc<Self>, mut client: C, i: u64) {
-        let intended = self.schedule.intended(i);
-        let id = i + 1;
-        let ok = matches!(client.echo(id, self.payload.clone()).await, Ok(got) if got == id);
-        self.finish(intended, ok);
-    }
-
     /// Records how late the calls of `batch` begin, now.
     fn started(&self, batch: std::ops::Range<u64>) {
         self.record_late(&mut self.started_late.lock(), batch);
@@ -67,25 +79,6 @@ impl StepState {
                 late.saturating_record(now.saturating_sub(t).max(1));
             }
         }
-    }
-
-    /// Records a call due at `intended` as answered (`ok`) or failed now.
-    fn finish(&self, intended: u64, ok: bool) {
-        let done = self.epoch.elapsed();
-        let (start, end) = self.window;
-        if (start..end).contains(&intended) {
-            if ok {
-                self.hist
-                    .lock()
-                    .saturating_record(done.saturating_sub(intended).max(1));
-            } else {
-                self.errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        if ok && (start..end).contains(&done) {
-            self.completed_in_window.fetch_add(1, Ordering::Relaxed);
-        }
-        self.in_flight.fetch_sub(1, Ordering::Release);
     }
 
     /// Issues the calls of `batch`: to the floor in one write per
@@ -104,10 +97,10 @@ impl StepState {
                     for t in times.clone() {
                         let (tx, rx) = oneshot::channel();
                         waiting.lock().insert(t, tx);
-                        let state = self.clone();
+                        let ender = self.ender;
                         tokio::spawn(async move {
                             let ok = rx.await.is_ok();
-                            state.finish(t, ok);
+                            ender.finish(t, ok);
                         });
                     }
                 }
@@ -115,7 +108,7 @@ impl StepState {
                     match &self.waiting {
                         // Dropping a call's sender fails its task.
                         Some(waiting) => times.for_each(|t| drop(waiting.lock().remove(&t))),
-                        None => times.for_each(|t| self.finish(t, false)),
+                        None => times.for_each(|t| self.ender.finish(t, false)),
                     }
                 }
             }
@@ -123,24 +116,21 @@ impl StepState {
         }
         for i in batch {
             let client = &self.clients[(i % self.clients.len() as u64) as usize];
-            client.clone().with(Spawn {
-                state: self.clone(),
+            client.clone().with(Call {
+                payload: self.payload.clone(),
+                schedule: self.schedule,
+                ender: self.ender,
                 i,
             });
         }
     }
 }
 
-/// Spawns call `i` as a task of its own.
-struct Spawn {
-    state: Arc<StepState>,
-    i: u64,
-}
-
-impl WithEcho for Spawn {
+/// Spawns the call as a task of its own.
+impl WithEcho for Call {
     type Output = ();
     fn with<C: Echo>(self, client: C) {
-        tokio::spawn(self.state.one(client, self.i));
+        tokio::spawn(self.run(client));
     }
 }
 
@@ -164,19 +154,18 @@ pub(super) async fn step(
     }
     let warm = (args.warmup * 1e9) as u64;
     let end = warm + (args.secs * 1e9) as u64;
+    let epoch = Stamp::now();
+    let (tally, ender) = Tally::begin(epoch, (warm, end));
     let state = Arc::new(StepState {
         clients,
         floor: std::sync::OnceLock::new(),
         waiting: (system == System::FloorTasks).then(|| Mutex::new(HashMap::new())),
-        payload: Bytes::from(vec![0xab; args.payload]),
-        epoch: Stamp::now(),
+        payload: static_payload(args.payload),
+        epoch,
         schedule: Schedule::new(rate),
         window: (warm, end),
-        hist: Mutex::new(new_hist()),
+        ender,
         started_late: Mutex::new(new_hist()),
-        in_flight: AtomicUsize::new(0),
-        completed_in_window: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
     });
     if floor {
         let mut conns = Vec::with_capacity(args.connections.max(1));
@@ -193,7 +182,7 @@ pub(super) async fn step(
                             }
                         }
                     }
-                    None => sent.iter().for_each(|&t| state.finish(t, true)),
+                    None => sent.iter().for_each(|&t| state.ender.finish(t, true)),
                 }
             };
             let conn =
@@ -217,9 +206,10 @@ pub(super) async fn step(
         })?;
     // Wait for the schedule to run out, then for the window's calls.
     let finished = tokio::task::spawn_blocking(move || dispatcher.join()).await?;
-    let dispatched_late = finished.map_err(|_| anyhow::anyhow!("dispatcher panicked"))??;
+    let (dispatched_late, issued) =
+        finished.map_err(|_| anyhow::anyhow!("dispatcher panicked"))??;
     let grace = Instant::now() + Duration::from_secs(5);
-    while state.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < grace {
+    while tally::ended() < issued && Instant::now() < grace {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     stop.store(true, Ordering::Relaxed);
@@ -229,17 +219,18 @@ pub(super) async fn step(
     }
     let ((c0, s0), (c1, s1)) = cpu.lock().take().context("no CPU readings")?;
     let secs = args.secs;
-    let completed = state.completed_in_window.load(Ordering::Relaxed) as f64;
+    let totals = tally.totals();
+    let completed = totals.completed as f64;
     let calls = (completed).max(1.0);
     let result = RoundResult {
         achieved: completed / secs,
-        hist: std::mem::replace(&mut *state.hist.lock(), new_hist()),
+        hist: totals.hist,
         started_late: std::mem::replace(&mut *state.started_late.lock(), new_hist()),
         dispatched_late,
         client_us: (c1 - c0).as_secs_f64() * 1e6 / calls,
         server_us: (s1 - s0).as_secs_f64() * 1e6 / calls,
-        errors: state.errors.load(Ordering::Relaxed)
-            + state.in_flight.load(Ordering::Acquire) as u64,
+        // Calls still unanswered after the grace failed too.
+        errors: totals.errors + issued.saturating_sub(totals.ended),
     };
     Ok(result)
 }
@@ -251,8 +242,9 @@ type CpuReadings = Option<((Duration, Duration), (Duration, Duration))>;
 
 /// The schedule keeper: issues every call due, in batches, until the end of
 /// the window; reads both processes' CPU at the window's edges. Returns how
-/// late it handed each of the window's calls over: its own share of the
-/// calls' lateness, a sleeping thread's wake-up on this machine.
+/// late it handed each of the window's calls over (its own share of the
+/// calls' lateness, a sleeping thread's wake-up on this machine) and how
+/// many calls it issued.
 fn dispatch(
     state: &Arc<StepState>,
     handle: &tokio::runtime::Handle,
@@ -260,7 +252,7 @@ fn dispatch(
     stop: &AtomicBool,
     server_pid: u32,
     cpu: &Mutex<CpuReadings>,
-) -> anyhow::Result<Hist> {
+) -> anyhow::Result<(Hist, u64)> {
     // Timer slack is 50 µs by default: each sleep would overshoot by that
     // much on top of the wake-up itself. 1 ns keeps the schedule close.
     crate::runner::tight_timer_slack();
@@ -277,13 +269,11 @@ fn dispatch(
             first = Some(read_cpu()?);
         }
         let due = state.schedule.due_by(now).min(total);
-        let room = max_in_flight.saturating_sub(state.in_flight.load(Ordering::Acquire)) as u64;
+        let in_flight = issued.saturating_sub(tally::ended());
+        let room = (max_in_flight as u64).saturating_sub(in_flight);
         let upto = due.min(issued + room);
         if upto > issued {
             state.record_late(&mut late, issued..upto);
-            state
-                .in_flight
-                .fetch_add((upto - issued) as usize, Ordering::AcqRel);
             handle.spawn(state.clone().issue(issued..upto));
             issued = upto;
         }
@@ -310,5 +300,5 @@ fn dispatch(
     }
     let last = read_cpu()?;
     *cpu.lock() = Some((first.unwrap_or(last), last));
-    Ok(late)
+    Ok((late, issued))
 }
