@@ -1,9 +1,21 @@
-# generates page-touch.c: K functions each on a page of its own
+"""Writes pt-K-ALIGN.c: the page-touch probe with K data pages and K
+functions, each function aligned to ALIGN bytes (4096: a page of its own;
+64: a cache line, the K functions contiguous).
+
+    python3 gen.py 64 4096 && gcc -O2 -o pt-64-4096 pt-64-4096.c -lpthread
+    ./pt-64-4096 20000          # after a blocking loopback round trip
+    ./pt-64-4096 20000 200000   # after a spin of 200,000 TSC cycles instead
+"""
 import sys
-K=int(sys.argv[1]); A=int(sys.argv[2])
-fns="\n".join(f"__attribute__((noinline,aligned({A}))) static unsigned f{i}(unsigned x){{return x*{2*i+3}u+{i}u;}}" for i in range(K))
-tbl=",".join(f"f{i}" for i in range(K))
-src=r'''
+
+K = int(sys.argv[1])
+A = int(sys.argv[2])
+fns = "\n".join(
+    f"__attribute__((noinline,aligned({A}))) static unsigned f{i}(unsigned x){{return x*{2*i+3}u+{i}u;}}"
+    for i in range(K)
+)
+tbl = ",".join(f"f{i}" for i in range(K))
+src = r'''
 // One thread answers a byte over loopback TCP, the other sends a byte,
 // blocks for the answer, then times touching K data pages and calling
 // K functions that sit on pages of their own, first right after the
@@ -41,6 +53,8 @@ static double tsc_ns(void) {
 }
 int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 20000;
+    // With a second argument, spin that many TSC cycles in place of the round trip: the control.
+    unsigned long long spin = argc > 2 ? strtoull(argv[2], 0, 10) : 0;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof sa; lfd = socket(AF_INET, SOCK_STREAM, 0);
     bind(lfd, (void*)&sa, sizeof sa); listen(lfd, 1); getsockname(lfd, (void*)&sa, &sl);
@@ -53,11 +67,12 @@ int main(int argc, char **argv) {
     unsigned acc = 0; char b = 'x';
     for (int i = 0; i < iters; i++) {
         unsigned long long s = __rdtsc();
-        if (write(fd, &b, 1) != 1 || read(fd, &b, 1) != 1) return 1;
+        if (spin) { while (__rdtsc() - s < spin) ; }
+        else if (write(fd, &b, 1) != 1 || read(fd, &b, 1) != 1) return 1;
         unsigned long long t0 = __rdtsc();
-        for (int k = 0; k < K; k++) acc += data[k * PAGE + (i & 63) * 64];
+        for (int k = 0; k < K; k++) acc += data[k * PAGE + 0];
         unsigned long long t1 = __rdtsc();
-        for (int k = 0; k < K; k++) acc += data[k * PAGE + (i & 63) * 64 + 8];
+        for (int k = 0; k < K; k++) acc += data[k * PAGE + 8];
         unsigned long long t2 = __rdtsc();
         for (int k = 0; k < K; k++) acc = table[k](acc);
         unsigned long long t3 = __rdtsc();
@@ -67,7 +82,7 @@ int main(int argc, char **argv) {
     }
     double ns = tsc_ns();
     unsigned long long *arrs[] = {rt, d1, d2, c1, c2};
-    const char *names[] = {"round trip", "64 data pages, first touch", "64 data pages, again", "64 code pages, first call", "64 code pages, again"};
+    const char *names[] = {"round trip", "data pages, first touch", "data pages, again", "functions, first call", "functions, again"};
     printf("iterations %d (acc %u)\n", iters, acc);
     for (int a = 0; a < 5; a++) {
         qsort(arrs[a], iters, 8, cmp);
@@ -76,4 +91,4 @@ int main(int argc, char **argv) {
     return 0;
 }
 '''
-open(f'/tmp/pt/pt-{K}-{A}.c','w').write(src.replace('@FNS@',fns).replace('@TBL@',tbl).replace('@K@',str(K)))
+open(f"pt-{K}-{A}.c", "w").write(src.replace("@FNS@", fns).replace("@TBL@", tbl).replace("@K@", str(K)))
