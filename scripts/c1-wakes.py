@@ -11,61 +11,35 @@ kernel moves a woken thread or leaves it where it was.
 
     c1-wakes.py SERVERS_TXT < perf-script-output
 """
-import bisect
 import collections
-import re
 import sys
 
-EVENT = re.compile(r'^\s*(\S+)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+syscalls:(\w+)(.*)$')
+from c1_trace import read_events, read_servers, sides
 
 
 def main():
-    servers = {}
-    for line in open(sys.argv[1]):
-        f = line.split()
-        if '--system' in f:
-            servers[f[0]] = f[f.index('--system') + 1]
-    events, per_pid = [], collections.Counter()
-    for line in sys.stdin:
-        m = EVENT.match(line)
-        if m and m.group(6) in ('sys_enter_sendto', 'sys_exit_epoll_wait'):
-            pid, tid, cpu, t = m.group(2), m.group(3), int(m.group(4)), float(m.group(5))
-            events.append((t, pid, tid, cpu, m.group(6)))
-            per_pid[pid] += 1
-    events.sort()
-    client = next(p for p, _ in per_pid.most_common() if p not in servers and p != '0')
-    marks = [(t, servers[p]) for t, p, _, _, _ in events if p in servers]
-    times = [t for t, _ in marks]
-
-    def system_at(t):
-        i = bisect.bisect_left(times, t)
-        j = min((j for j in (i - 1, i) if 0 <= j < len(times)), key=lambda j: abs(times[j] - t))
-        return marks[j][1] if abs(times[j] - t) < 200e-6 else None
-
-    # (system, side that wakes) -> the peer's last sendto: (time, cpu)
+    events = [e for e in read_events(sys.stdin) if e.name in ('sys_enter_sendto', 'sys_exit_epoll_wait')]
+    side_of = sides(events, read_servers(sys.argv[1]))
+    # (system, side to be woken) -> the peer's last sendto: (time, cpu)
     pending = {}
     last_cpu = {}
     wakes = collections.defaultdict(list)
     moved = collections.defaultdict(lambda: [0, 0])
-    for t, pid, tid, cpu, name in events:
-        before, last_cpu[tid] = last_cpu.get(tid), cpu
-        if pid in servers:
-            system, side = servers[pid], 'server'
-        elif pid == client:
-            system, side = system_at(t), 'client'
-            if system is None:
-                continue
-        else:
+    for e in events:
+        before, last_cpu[e.tid] = last_cpu.get(e.tid), e.cpu
+        key = side_of(e)
+        if key is None:
             continue
-        if name == 'sys_enter_sendto':
+        system, side = key
+        if e.name == 'sys_enter_sendto':
             peer = 'client' if side == 'server' else 'server'
-            pending[(system, peer)] = (t, cpu)
+            pending[(system, peer)] = (e.t, e.cpu)
             continue
-        sent = pending.pop((system, side), None)
-        if sent is None or t - sent[0] > 1e-3:
+        sent = pending.pop(key, None)
+        if sent is None or e.t - sent[0] > 1e-3:
             continue
-        same = sent[1] == cpu
-        wakes[(system, side, same)].append((t - sent[0]) * 1e6)
+        same = sent[1] == e.cpu
+        wakes[(system, side, same)].append((e.t - sent[0]) * 1e6)
         if before is not None:
             counts = moved[(system, side, before == sent[1])]
             counts[0] += 1
