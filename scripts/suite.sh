@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The suite behind docs/performance.md's "Current results": six runs of
 # tram-bench on the default setting (two workers a process, unpinned),
-# every system interleaved in each, then `tram-bench targets` reading
-# them against tram's performance targets. About eleven minutes on a
-# 2-vCPU guest; run it on a quiet machine.
+# every system interleaved in each, and one at one call in flight with
+# every process on CPU 0 (`--one-cpu`: each system's own path, which
+# `targets` lists as off the default setting), then `tram-bench targets`
+# reading them against tram's performance targets. About eleven minutes
+# on a 2-vCPU guest; run it on a quiet machine.
 #
 #   scripts/suite.sh [OUT_DIR]
 #
@@ -35,6 +37,8 @@ run() {
         --systems tram,protosocket,floor --rounds 3
     run fanin fanin --rounds 2
     run rate rate --rounds 5
+    run c1-one-cpu compare --concurrency 1 --one-cpu \
+        --systems tram,floor-tasks,protosocket,floor --rounds 3
     echo
     "$TRAM_BENCH" targets "$out"
 } 2>&1 | tee "$out/suite-log.txt"

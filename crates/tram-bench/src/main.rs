@@ -177,6 +177,11 @@ mod tests {
             a.proc.describe(),
             "2 workers per process, 1 busy neighbour thread"
         );
+        let Command::Compare(a) = parse(&["compare", "--one-cpu"]).unwrap().command else {
+            panic!("not compare")
+        };
+        assert!(a.proc.one_cpu && !a.proc.pin);
+        assert_eq!(a.proc.describe(), "2 workers per process, all on CPU 0");
     }
 
     #[test]
@@ -184,6 +189,10 @@ mod tests {
         assert!(parse(&["compare", "--workers", "0"]).is_err());
         assert!(parse(&["compare", "--client-workers", "0"]).is_err());
         assert!(parse(&["compare", "--neighbours", "65"]).is_err());
+        assert!(
+            parse(&["compare", "--pin", "--one-cpu"]).is_err(),
+            "one pinning at a time"
+        );
         assert!(parse(&["compare", "--concurrency", "many"]).is_err());
         assert!(parse(&["rate", "--rates", "10k,fast"]).is_err());
         assert!(parse(&["frobnicate"]).is_err());

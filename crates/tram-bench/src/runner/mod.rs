@@ -39,6 +39,12 @@ pub(crate) struct ProcArgs {
     /// places threads.
     #[arg(long)]
     pub(crate) pin: bool,
+    /// Pin the client process and every server process to CPU 0
+    /// together: every wake-up between them is on one CPU, so a run at
+    /// one call in flight shows each system's own path without the cost
+    /// of waking a halted CPU, which on a small guest can decide it.
+    #[arg(long, conflicts_with = "pin")]
+    pub(crate) one_cpu: bool,
     /// Busy threads, in a process of their own, competing for the CPUs
     /// for the whole run: noisy neighbours on the same machine.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=64))]
@@ -62,7 +68,7 @@ impl ProcArgs {
     }
 
     /// How the processes run: "2 workers per process", "1 client worker, 2
-    /// per server", with ", pinned" when pinned.
+    /// per server", with ", pinned" or ", all on CPU 0" when pinned.
     pub(crate) fn describe(&self) -> String {
         let workers = match self.client_workers {
             Some(c) if c != self.workers => format!(
@@ -78,6 +84,8 @@ impl ProcArgs {
         };
         let workers = if self.pin {
             workers + ", pinned"
+        } else if self.one_cpu {
+            workers + ", all on CPU 0"
         } else {
             workers
         };
@@ -85,6 +93,20 @@ impl ProcArgs {
             0 => workers,
             1 => workers + ", 1 busy neighbour thread",
             n => format!("{workers}, {n} busy neighbour threads"),
+        }
+    }
+
+    /// The CPU the client process is pinned to, if any.
+    fn client_cpu(&self) -> Option<usize> {
+        (self.pin || self.one_cpu).then_some(CLIENT_CPU)
+    }
+
+    /// The CPU every server process is pinned to, if any.
+    fn server_cpu(&self) -> Option<usize> {
+        match (self.pin, self.one_cpu) {
+            (true, _) => Some(SERVER_CPU),
+            (false, true) => Some(CLIENT_CPU),
+            (false, false) => None,
         }
     }
 }
@@ -98,8 +120,8 @@ pub(crate) fn congestion_control() -> String {
         .map_or_else(|_| "unknown".into(), |cc| cc.trim().to_string())
 }
 
-/// The CPU the client process is pinned to with `--pin`; servers take the
-/// next one.
+/// The CPU the client process is pinned to with `--pin` or `--one-cpu`;
+/// servers take the next one with `--pin`, the same with `--one-cpu`.
 const CLIENT_CPU: usize = 0;
 const SERVER_CPU: usize = 1;
 
@@ -149,8 +171,8 @@ pub(crate) fn setup(
 
 /// The client's runtime, pinned first if asked.
 pub(crate) fn client_runtime(p: &ProcArgs) -> anyhow::Result<tokio::runtime::Runtime> {
-    if p.pin {
-        pin_to(CLIENT_CPU)?;
+    if let Some(cpu) = p.client_cpu() {
+        pin_to(cpu)?;
     }
     runtime(p.client_workers.unwrap_or(p.workers).into())
 }
@@ -234,8 +256,8 @@ impl Server {
         cmd.args(["serve", "--workload", workload, "--system", system])
             .args(["--workers", &p.workers.to_string()])
             .args(["--port", &port.to_string()]);
-        if p.pin {
-            cmd.args(["--cpu", &SERVER_CPU.to_string()]);
+        if let Some(cpu) = p.server_cpu() {
+            cmd.args(["--cpu", &cpu.to_string()]);
         }
         let mut child = cmd
             .stdin(Stdio::piped())

@@ -36,11 +36,12 @@ fn not_default(json: &Value) -> Option<String> {
     };
     let workers = proc.get("workers").and_then(Value::as_u64);
     let client_workers = proc.get("client_workers").and_then(Value::as_u64);
-    let pinned = proc.get("pin").and_then(Value::as_bool).unwrap_or(false);
+    let flag = |name| proc.get(name).and_then(Value::as_bool).unwrap_or(false);
+    let (pinned, one_cpu) = (flag("pin"), flag("one_cpu"));
     let neighbours = proc.get("neighbours").and_then(Value::as_u64).unwrap_or(0);
-    if workers != Some(2) || client_workers.is_some() || pinned || neighbours > 0 {
+    if workers != Some(2) || client_workers.is_some() || pinned || one_cpu || neighbours > 0 {
         return Some(format!(
-            "not the default setting (workers {}, client workers {}, pinned {pinned}, neighbours {neighbours})",
+            "not the default setting (workers {}, client workers {}, pinned {pinned}, one CPU {one_cpu}, neighbours {neighbours})",
             workers.map_or("?".into(), |w| w.to_string()),
             client_workers.map_or("as the server's".into(), |w| w.to_string()),
         ));

@@ -244,6 +244,9 @@ fn runs_off_the_default_setting_or_build_are_left_out() {
     let mut pinned = compare_run(json!([]));
     pinned["proc"]["pin"] = json!(true);
     assert!(matches!(readings(&pinned), FileReadings::LeftOut(w) if w.contains("pinned true")));
+    let mut one_cpu = compare_run(json!([]));
+    one_cpu["proc"]["one_cpu"] = json!(true);
+    assert!(matches!(readings(&one_cpu), FileReadings::LeftOut(w) if w.contains("one CPU true")));
     let mut one_worker = compare_run(json!([]));
     one_worker["proc"]["client_workers"] = json!(1);
     assert!(matches!(readings(&one_worker), FileReadings::LeftOut(_)));
