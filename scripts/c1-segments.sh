@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Where one call in flight's time goes between system calls: runs
 # `tram-bench compare --concurrency 1` of tram, protosocket-rpc and the
-# floor (or SYSTEMS) under `perf record -a` of the epoll_wait, recvfrom and sendto
-# tracepoints, then prints, per system and side, the median time of each
-# step from one system call to the next (scripts/c1-segments.py). A
+# floor (or SYSTEMS) under `perf record -a` of the epoll_wait, recvfrom
+# and sendto tracepoints, then prints, per system and side, the median
+# time of each step from one system call to the next
+# (scripts/c1-segments.py). A
 # call's cycle is the client's and the server's steps in turn; a step
 # that differs from the floor's in the same run is where a system's
 # code costs latency (kernel steps are inside a call; user-space steps
