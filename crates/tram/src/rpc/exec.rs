@@ -46,6 +46,10 @@ struct Ready {
     /// A slot was queued without waking the owner, which was being polled
     /// (set and cleared only on the thread polling it).
     unwoken: AtomicBool,
+    /// A slot was queued since the queue was last taken while no future
+    /// was left (a hint: set after the push, so at worst a later poll
+    /// clears what an earlier one missed).
+    stale: AtomicBool,
 }
 
 thread_local! {
@@ -82,6 +86,7 @@ impl Wake for SlotWaker {
         // spurious poll, which futures tolerate.
         if !self.queued.swap(true, Ordering::AcqRel) {
             self.ready.queue.lock().push(self.idx);
+            self.ready.stale.store(true, Ordering::Release);
             if POLLING.get() == Arc::as_ptr(&self.ready) as usize {
                 self.ready.unwoken.store(true, Ordering::Relaxed);
             } else if let Some(w) = self.ready.owner.lock().as_ref() {
@@ -100,6 +105,7 @@ impl<T> Exec<T> {
                 queue: Mutex::new(Vec::new()),
                 owner: Mutex::new(None),
                 unwoken: AtomicBool::new(false),
+                stale: AtomicBool::new(false),
             }),
         }
     }
@@ -156,6 +162,16 @@ impl<T> Exec<T> {
     /// Polls every future that was woken; calls `done` with the tag of each
     /// that finished. Registers `cx` to be woken when more are ready.
     pub(crate) fn poll_ready(&mut self, cx: &mut Context<'_>, mut done: impl FnMut(T)) {
+        if self.tasks.is_empty() {
+            // Every handler finished as it was spawned (a call answered at
+            // once): nothing can wake that needs the owner, and what is
+            // queued belongs to futures that are gone. Two locks fewer on
+            // the path of every such call.
+            if self.ready.stale.swap(false, Ordering::Acquire) {
+                self.ready.queue.lock().clear();
+            }
+            return;
+        }
         {
             let mut owner = self.ready.owner.lock();
             if !owner.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -267,6 +283,36 @@ mod tests {
             "woken from another thread"
         );
         assert!(!exec.leave(entered), "that wake-up was the owner's own");
+    }
+
+    /// With no future left, a poll drops what cancelled ones queued
+    /// instead of keeping it, and the slot's next occupant is still
+    /// polled when woken.
+    #[test]
+    fn wake_ups_of_cancelled_handlers_are_dropped() {
+        let owner = Arc::new(Owner::default());
+        let waker = Waker::from(owner.clone());
+        let (mut exec, handler) = one_pending(&owner);
+        for _ in 0..3 {
+            handler.wake_by_ref();
+            assert!(exec.cancel(0).is_some());
+            exec.poll_ready(&mut Context::from_waker(&waker), |()| {});
+            assert!(exec.ready.queue.lock().is_empty());
+            // The next occupant of the slot: pending until woken once.
+            let mut woken = false;
+            let fut = std::future::poll_fn(move |_| {
+                if std::mem::replace(&mut woken, true) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            });
+            assert_eq!(exec.spawn(Box::pin(fut), ()), Some(0));
+        }
+        handler.wake_by_ref();
+        let mut finished = 0;
+        exec.poll_ready(&mut Context::from_waker(&waker), |()| finished += 1);
+        assert_eq!(finished, 1, "the woken occupant was polled to its end");
     }
 
     /// A mark dropped without `leave` (an early return) still ends the

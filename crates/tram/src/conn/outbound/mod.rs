@@ -284,8 +284,37 @@ impl<E> Sender<E> {
     /// [`FlushPolicy::Immediate`] writes early, so only it is affected;
     /// a queue at its byte bound is written regardless.
     pub fn cork(&self) -> Cork<'_, E> {
-        self.shared.state.lock().corked += 1;
+        self.hold();
         Cork { sender: self }
+    }
+
+    /// [`Sender::cork`] without a guard, for a task whose borrows of its
+    /// own state a guard would tie up (a connection's driver, which would
+    /// otherwise clone its sender every turn: two reference counts up and
+    /// down on lines a sleeping worker no longer has in cache). Every call
+    /// must be matched by one of [`Sender::release`].
+    pub(crate) fn hold(&self) {
+        self.shared.state.lock().corked += 1;
+    }
+
+    /// Ends a [`Sender::hold`]: when it was the last, what was queued
+    /// meanwhile is written.
+    pub(crate) fn release(&self) {
+        let mut locked = self.lock();
+        let (shared, st) = locked.parts();
+        st.corked -= 1;
+        let then = if st.corked == 0 && shared.policy == FlushPolicy::Immediate && shared.inline {
+            shared.take_for_inline(st)
+        } else if st.corked == 0
+            && shared.policy == FlushPolicy::Immediate
+            && !st.queue.is_empty()
+            && std::mem::replace(&mut st.writer_idle, false)
+        {
+            AfterPush::WakeWriter
+        } else {
+            AfterPush::Nothing
+        };
+        locked.after(then);
     }
 
     /// Runs `f` on the encoder, under the queue lock (for state the encoder
@@ -342,21 +371,7 @@ pub struct Cork<'a, E> {
 
 impl<E> Drop for Cork<'_, E> {
     fn drop(&mut self) {
-        let mut locked = self.sender.lock();
-        let (shared, st) = locked.parts();
-        st.corked -= 1;
-        let then = if st.corked == 0 && shared.policy == FlushPolicy::Immediate && shared.inline {
-            shared.take_for_inline(st)
-        } else if st.corked == 0
-            && shared.policy == FlushPolicy::Immediate
-            && !st.queue.is_empty()
-            && std::mem::replace(&mut st.writer_idle, false)
-        {
-            AfterPush::WakeWriter
-        } else {
-            AfterPush::Nothing
-        };
-        locked.after(then);
+        self.sender.release();
     }
 }
 

@@ -382,8 +382,18 @@ impl Driver {
         inbound: &mut Inbound<BoxRead, RunDecoder>,
         cx: &mut Context<'_>,
     ) -> Result<Turn, ProtocolError> {
-        let out = self.out.clone();
-        let _cork = out.cork();
+        self.out.hold();
+        let turn = self.corked_turn(inbound, cx);
+        self.out.release();
+        turn
+    }
+
+    /// [`Driver::turn`]'s work, with the queue held back.
+    fn corked_turn(
+        &mut self,
+        inbound: &mut Inbound<BoxRead, RunDecoder>,
+        cx: &mut Context<'_>,
+    ) -> Result<Turn, ProtocolError> {
         let mut turn = Turn::Bounded;
         let turn_starts = inbound.bytes_decoded();
         let turn_ends = turn_starts + TURN_BYTES;
