@@ -46,9 +46,9 @@ struct Ready {
     /// A slot was queued without waking the owner, which was being polled
     /// (set and cleared only on the thread polling it).
     unwoken: AtomicBool,
-    /// A slot was queued since the queue was last taken while no future
-    /// was left (a hint: set after the push, so at worst a later poll
-    /// clears what an earlier one missed).
+    /// A slot was queued since a poll last found no future to run, and
+    /// cleared the queue instead (a hint, set after the push: at worst
+    /// such a poll leaves an entry for the next one).
     stale: AtomicBool,
 }
 
@@ -160,7 +160,8 @@ impl<T> Exec<T> {
     }
 
     /// Polls every future that was woken; calls `done` with the tag of each
-    /// that finished. Registers `cx` to be woken when more are ready.
+    /// that finished. Registers `cx` to be woken when more are ready (with
+    /// no future pending, none can be, and nothing is registered).
     pub(crate) fn poll_ready(&mut self, cx: &mut Context<'_>, mut done: impl FnMut(T)) {
         if self.tasks.is_empty() {
             // Every handler finished as it was spawned (a call answered at
