@@ -168,7 +168,11 @@ impl<T> Exec<T> {
             // once): nothing can wake that needs the owner, and what is
             // queued belongs to futures that are gone. Two locks fewer on
             // the path of every such call.
-            if self.ready.stale.swap(false, Ordering::Acquire) {
+            // A load first: the swap is a locked instruction, and the
+            // hint is almost always clear.
+            if self.ready.stale.load(Ordering::Relaxed)
+                && self.ready.stale.swap(false, Ordering::Acquire)
+            {
                 self.ready.queue.lock().clear();
             }
             return;
