@@ -18,6 +18,9 @@ struct Echo {
 }
 
 const SAY: &str = "/test.Echo/Say";
+/// Answers after half a minute: a call still in flight when its
+/// connection ends.
+const SLOW: &str = "/test.Echo/Slow";
 /// Panics as it is first polled (inline, in the connection's turn).
 const PANIC_AT_ONCE: &str = "/test.Echo/PanicAtOnce";
 /// Panics when polled again after a wait (from the connection's executor).
@@ -26,6 +29,10 @@ const PANIC_LATER: &str = "/test.Echo/PanicLater";
 fn server() -> Server {
     Server::builder()
         .unary(SAY, |req: Request<Echo>| async move {
+            Ok(Response::new(req.into_inner()))
+        })
+        .unary(SLOW, |req: Request<Echo>| async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
             Ok(Response::new(req.into_inner()))
         })
         .unary(PANIC_AT_ONCE, |_req: Request<Echo>| async move {
@@ -55,14 +62,17 @@ async fn panics_end_only_their_connection(method: &'static str) {
 
     let victim = Channel::new(addr.to_string());
     assert_eq!(say(&victim, 2).await.unwrap().get_ref().id, 2);
-    let err = within(
-        5,
-        "the panicking call",
-        victim.unary::<Echo, Echo>(method, Request::new(Echo { id: 3 })),
-    )
-    .await
-    .unwrap_err();
+    // A call in flight on the same connection when the handler panics.
+    let slow = victim.unary::<Echo, Echo>(SLOW, Request::new(Echo { id: 8 }));
+    let panicking = victim.unary::<Echo, Echo>(method, Request::new(Echo { id: 3 }));
+    let (slow, err) = within(10, "the connection's calls", async {
+        tokio::join!(slow, panicking)
+    })
+    .await;
+    let err = err.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err}");
+    let slow = slow.unwrap_err();
+    assert_eq!(slow.code(), Code::Unavailable, "{slow}");
 
     // The other connection was not touched, the server still accepts, and
     // the victim's channel reconnects.
