@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use support::within;
-use tram::rpc::{Channel, Code, Request, Response, Server};
+use tram::rpc::{Channel, Code, Request, Response, Server, Status};
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Echo {
@@ -35,23 +35,20 @@ fn server() -> Server {
             tokio::time::sleep(Duration::from_secs(30)).await;
             Ok(Response::new(req.into_inner()))
         })
-        .unary(PANIC_AT_ONCE, |_req: Request<Echo>| async move {
-            if true {
-                panic!("the handler's own bug");
-            }
-            Ok(Response::new(Echo { id: 0 }))
-        })
+        .unary(PANIC_AT_ONCE, |_req: Request<Echo>| async move { bug() })
         .unary(PANIC_LATER, |_req: Request<Echo>| async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            if true {
-                panic!("the handler's own bug, after a wait");
-            }
-            Ok(Response::new(Echo { id: 0 }))
+            bug()
         })
         .build()
 }
 
-async fn say(ch: &Channel, id: u64) -> Result<Response<Echo>, tram::rpc::Status> {
+/// A handler's own bug.
+fn bug() -> Result<Response<Echo>, Status> {
+    panic!("the handler's own bug")
+}
+
+async fn say(ch: &Channel, id: u64) -> Result<Response<Echo>, Status> {
     within(5, "an echo", ch.unary(SAY, Request::new(Echo { id }))).await
 }
 
