@@ -8,14 +8,9 @@ mod support;
 
 use std::time::Duration;
 
+use support::echo::{Echo, echo};
 use support::within;
 use tram::rpc::{Channel, Code, Request, Response, Server, Status};
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Echo {
-    #[prost(uint64, tag = "1")]
-    id: u64,
-}
 
 const SAY: &str = "/test.Echo/Say";
 /// Answers after half a minute: a call still in flight when its
@@ -49,7 +44,7 @@ fn bug() -> Result<Response<Echo>, Status> {
 }
 
 async fn say(ch: &Channel, id: u64) -> Result<Response<Echo>, Status> {
-    within(5, "an echo", ch.unary(SAY, Request::new(Echo { id }))).await
+    within(5, "an echo", ch.unary(SAY, Request::new(echo(id)))).await
 }
 
 async fn panics_end_only_their_connection(method: &'static str) {
@@ -60,8 +55,8 @@ async fn panics_end_only_their_connection(method: &'static str) {
     let victim = Channel::new(addr.to_string());
     assert_eq!(say(&victim, 2).await.unwrap().get_ref().id, 2);
     // A call in flight on the same connection when the handler panics.
-    let slow = victim.unary::<Echo, Echo>(SLOW, Request::new(Echo { id: 8 }));
-    let panicking = victim.unary::<Echo, Echo>(method, Request::new(Echo { id: 3 }));
+    let slow = victim.unary::<Echo, Echo>(SLOW, Request::new(echo(8)));
+    let panicking = victim.unary::<Echo, Echo>(method, Request::new(echo(3)));
     let (slow, err) = within(10, "the connection's calls", async {
         tokio::join!(slow, panicking)
     })
@@ -78,10 +73,7 @@ async fn panics_end_only_their_connection(method: &'static str) {
     assert_eq!(say(&fresh, 5).await.unwrap().get_ref().id, 5);
     let again = within(10, "the victim's channel again", async {
         loop {
-            match victim
-                .unary::<Echo, Echo>(SAY, Request::new(Echo { id: 6 }))
-                .await
-            {
+            match victim.unary::<Echo, Echo>(SAY, Request::new(echo(6))).await {
                 Ok(r) => break r,
                 Err(e) if e.code() == Code::Unavailable => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
