@@ -13,6 +13,12 @@ use crate::runner::latency::Hist;
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Machine {
     pub(crate) cpu: String,
+    /// The CPU's family and model as `/proc/cpuinfo` gives them: a
+    /// hypervisor may name every EPYC `AMD EPYC`, and two models of one
+    /// family (guests of "the same kind") differ in what their copies and
+    /// wake-ups cost.
+    pub(crate) cpu_family: Option<u32>,
+    pub(crate) cpu_model: Option<u32>,
     pub(crate) cpus: usize,
     pub(crate) kernel: String,
     /// The kernel's TCP congestion control for new connections: BBR paces
@@ -40,13 +46,11 @@ pub(crate) struct Machine {
 impl Machine {
     pub(crate) fn this() -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu = cpuinfo
-            .lines()
-            .find_map(|l| l.strip_prefix("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map_or_else(|| "unknown".into(), |(_, m)| m.trim().to_string());
+        let cpu = cpuinfo_field(&cpuinfo, "model name").unwrap_or("unknown");
         Machine {
-            cpu,
+            cpu: cpu.to_string(),
+            cpu_family: cpuinfo_field(&cpuinfo, "cpu family").and_then(|v| v.parse().ok()),
+            cpu_model: cpuinfo_field(&cpuinfo, "model").and_then(|v| v.parse().ok()),
             cpus: std::thread::available_parallelism().map_or(0, usize::from),
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map_or_else(|_| "unknown".into(), |k| k.trim().to_string()),
@@ -57,6 +61,15 @@ impl Machine {
             movsb_short_distance_slowdown: crate::runner::movsb::short_distance_slowdown(),
         }
     }
+}
+
+/// The value of `key` in the first processor's block of `/proc/cpuinfo`
+/// (`key\t: value`), the key matched whole: `model` is not `model name`.
+fn cpuinfo_field<'a>(cpuinfo: &'a str, key: &str) -> Option<&'a str> {
+    cpuinfo.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim())
+    })
 }
 
 /// Writes `value` as pretty JSON to `dir/name`, creating `dir`; returns
@@ -159,6 +172,17 @@ mod tests {
         let s = Summary::of(&[4.0, 1.0, 2.0, 3.0]);
         assert_eq!(s.median, 2.5);
         assert!(Summary::of(&[]).median.is_nan());
+    }
+
+    #[test]
+    fn cpuinfo_fields_match_whole_keys() {
+        let cpuinfo = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n\
+                       model\t\t: 17\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\nmodel\t\t: 99\n";
+        assert_eq!(cpuinfo_field(cpuinfo, "model name"), Some("AMD EPYC"));
+        assert_eq!(cpuinfo_field(cpuinfo, "model"), Some("17"));
+        assert_eq!(cpuinfo_field(cpuinfo, "cpu family"), Some("25"));
+        assert_eq!(cpuinfo_field(cpuinfo, "stepping"), None);
+        assert_eq!(cpuinfo_field("", "model"), None);
     }
 
     #[test]

@@ -74,7 +74,16 @@ impl Guest {
             };
             if let (Some(cpu), Some(kernel)) = (m("cpu"), m("kernel")) {
                 let cc = m("congestion_control").unwrap_or("?");
-                self.machine = Some(format!("{cpu}, kernel {kernel}, {cc}"));
+                let id = |k: &str| {
+                    json.pointer(&format!("/machine/{k}"))
+                        .and_then(Value::as_u64)
+                };
+                // Older result files name the CPU only by its model name.
+                let model = match (id("cpu_family"), id("cpu_model")) {
+                    (Some(family), Some(model)) => format!(" (family {family}, model {model})"),
+                    _ => String::new(),
+                };
+                self.machine = Some(format!("{cpu}{model}, kernel {kernel}, {cc}"));
             }
         }
         if let Some(probes) = json

@@ -240,6 +240,19 @@ fn the_guest_is_named_by_the_floors_figures() {
 }
 
 #[test]
+fn the_guest_line_names_the_cpu_family_and_model_when_recorded() {
+    let mut guest = Guest::default();
+    let mut run = compare_run(json!([]));
+    run["machine"] = json!({"cpu": "AMD EPYC", "cpu_family": 25, "cpu_model": 17,
+                            "kernel": "6.18", "congestion_control": "bbr"});
+    guest.add(&run);
+    assert_eq!(
+        guest.line().unwrap(),
+        "Guest: AMD EPYC (family 25, model 17), kernel 6.18, bbr."
+    );
+}
+
+#[test]
 fn runs_off_the_default_setting_or_build_are_left_out() {
     let mut pinned = compare_run(json!([]));
     pinned["proc"]["pin"] = json!(true);
