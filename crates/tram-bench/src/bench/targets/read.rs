@@ -68,17 +68,12 @@ impl Guest {
     /// Adds what `json`, a counted run's file, says of the guest.
     pub(crate) fn add(&mut self, json: &Value) {
         if self.machine.is_none() {
-            let m = |k: &str| {
-                json.pointer(&format!("/machine/{k}"))
-                    .and_then(Value::as_str)
-            };
-            if let (Some(cpu), Some(kernel)) = (m("cpu"), m("kernel")) {
-                let cc = m("congestion_control").unwrap_or("?");
-                let id = |k: &str| {
-                    json.pointer(&format!("/machine/{k}"))
-                        .and_then(Value::as_u64)
-                };
+            let field = |k: &str| json.pointer(&format!("/machine/{k}"));
+            let text = |k: &str| field(k).and_then(Value::as_str);
+            if let (Some(cpu), Some(kernel)) = (text("cpu"), text("kernel")) {
+                let cc = text("congestion_control").unwrap_or("?");
                 // Older result files name the CPU only by its model name.
+                let id = |k: &str| field(k).and_then(Value::as_u64);
                 let model = match (id("cpu_family"), id("cpu_model")) {
                     (Some(family), Some(model)) => format!(" (family {family}, model {model})"),
                     _ => String::new(),
