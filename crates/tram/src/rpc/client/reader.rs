@@ -27,13 +27,12 @@ use crate::observe::{CloseReason, Observers, limit};
 
 /// Frames (or runs of one stream's plain messages, each counted once)
 /// decoded ahead of taking the call table's lock, at most. As long as a
-/// loaded connection's read usually is, so that one read starts one relay:
-/// each run handled wakes a relay's head, which pushes the run before's out
-/// of the worker's LIFO slot for the other worker to steal, and a read
-/// split into runs spreads its callers over both workers, whose caches then
-/// trade the call table's lines. Bounded so that the lock (the outbound
-/// queue's too) is held for some microseconds at most while callers wait
-/// to open calls and the writer to take its next batch.
+/// loaded connection's read usually is, so that one read's callers are
+/// woken together (see `calls`): a read split into runs would wake each
+/// run's callers apart, each run's pushing the one before's out of the
+/// worker's LIFO slot. Bounded so that the lock (the outbound queue's
+/// too) is held for some microseconds at most while callers wait to open
+/// calls and the writer to take its next batch.
 const READ_RUN: usize = 256;
 
 /// How long the callers on a relay may go unwoken (see `calls`): the bound

@@ -11,19 +11,20 @@
 //! (no allocation per call); a streaming call shares a `CallShared` with
 //! its handles.
 //!
-//! On a multi-threaded runtime, unary callers answered by one read are
-//! woken as a relay: the reader wakes the first (the first two, for a
-//! short read), and each caller that takes its answer (or gives up) wakes
-//! the next. A task woken from a
-//! worker goes to that worker's LIFO slot and runs next, there; woken all
-//! at once, a read's callers queue up behind it and the other worker,
-//! notified, steals half of them, and a late one waits for the whole
-//! queue: the relay shortens the tail of a loaded connection. (A
-//! current-thread runtime has no LIFO slot; there the reader wakes every
-//! caller at once.) A caller woken that does not poll its call stalls the
-//! relay, so the reader wakes all the callers left on it `RELAY_FLUSH`
-//! after the relay began: a relay is never the only thing a caller waits
-//! for.
+//! On a multi-threaded runtime, unary callers answered by one read of up
+//! to `RELAY_READ` answers are woken as a relay: the reader wakes the
+//! first two, and each caller that takes its answer (or gives up) wakes
+//! the next. A task woken from a worker goes to that worker's LIFO slot
+//! and runs next, there; woken all at once, a read's callers queue up
+//! behind it and the other worker, notified, steals half of them, and a
+//! late one waits for the whole queue: the relay shortens the tail of a
+//! loaded connection. A longer read's callers are woken at once: a relay
+//! that long would leave the LIFO slot at tokio's cap of three polls in a
+//! row and wake the other worker each time it did. (A current-thread
+//! runtime has no LIFO slot; there the reader wakes every caller at once.)
+//! A caller woken that does not poll its call stalls the relay, so the
+//! reader wakes all the callers left on it `RELAY_FLUSH` after the relay
+//! began: a relay is never the only thing a caller waits for.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -39,12 +40,16 @@ use super::super::unary::{Answer, UnaryAnswer};
 mod ids;
 use ids::Ids;
 
-/// A read answering fewer calls than this, with small answers, wakes two
-/// callers, not one: each starts a relay through the rest. Measured, not
-/// derived: two heads did better at 32 and 256 calls in flight than one
-/// (a short run leaves the other worker idle), and one did better when
-/// every read was long.
-const SHORT_RUN: usize = 16;
+/// A read answering more calls than this, with small answers, wakes them
+/// all at once; up to this many, it wakes two, each the head of a relay
+/// through the rest. Measured, not derived: two heads did better at 32
+/// calls in flight than one (a relay of one head leaves the other worker
+/// idle), and a long read's callers woken at once did better at 256 than
+/// any relay (a relay that long runs a few callers at a time from the
+/// worker's LIFO slot and then spills to the other worker over and over,
+/// a wake-up of it each time, where callers woken at once are shared out
+/// once).
+const RELAY_READ: usize = 32;
 
 /// Answers this large on average (bytes read per caller answered) make a
 /// read one relay whatever its length: with 16 KiB answers one head made
@@ -168,16 +173,19 @@ impl Calls {
         self.broken.get_or_insert(why);
     }
 
-    /// Of the callers `fx` is to wake, leaves the first (the first two,
-    /// for a read of fewer than [`SHORT_RUN`] answers, below
-    /// [`LARGE_ANSWER`] bytes each on average, in `read` bytes) and queues
-    /// the rest on the relay. Returns whether the relay holds any.
+    /// Of the callers `fx` is to wake, leaves the first two and queues the
+    /// rest on the relay; leaves them all for a read of more than
+    /// [`RELAY_READ`], and only the first for answers of
+    /// [`LARGE_ANSWER`] bytes or more on average, in `read` bytes.
+    /// Returns whether the relay holds any.
     pub(crate) fn relay(&mut self, fx: &mut Effects, read: usize) -> bool {
         let n = fx.wake.len();
-        let heads = if n < SHORT_RUN && read < n * LARGE_ANSWER {
+        let heads = if read >= n * LARGE_ANSWER {
+            1
+        } else if n <= RELAY_READ {
             2
         } else {
-            1
+            n
         };
         if n > heads {
             self.relay.extend(fx.wake.drain(heads..));

@@ -145,20 +145,41 @@ fn answered(calls: &mut Calls, fx: &mut Effects, n: usize) -> (Vec<Arc<Count>>, 
 fn callers_answered_together_are_woken_one_after_another() {
     let mut calls = Calls::new();
     let mut fx = Effects::default();
-    let (counts, ids) = answered(&mut calls, &mut fx, SHORT_RUN);
+    let (counts, ids) = answered(&mut calls, &mut fx, RELAY_READ);
     assert!(calls.relay(&mut fx, 0), "the others wait on the relay");
-    assert_eq!(fx.wake.len(), 1, "only the first is woken by the read");
+    assert_eq!(fx.wake.len(), 2, "only the two heads are woken by the read");
     fx.wake.drain(..).for_each(Waker::wake);
     let woken = |counts: &[Arc<Count>]| counts.iter().map(|c| wakes(c)).sum::<usize>();
-    assert_eq!((wakes(&counts[0]), woken(&counts)), (1, 1));
+    assert_eq!(
+        (wakes(&counts[0]), wakes(&counts[1]), woken(&counts)),
+        (1, 1, 2)
+    );
     // The first takes its answer and passes the relay on.
     assert!(poll(&mut calls, ids[0]).is_ready());
     calls.pass_on().unwrap().wake();
-    assert_eq!((wakes(&counts[1]), woken(&counts)), (1, 2));
+    assert_eq!((wakes(&counts[2]), woken(&counts)), (1, 3));
     // The second gives up instead: it passes it on too.
     calls.release(ids[1], true, Code::Cancelled, &mut fx);
     fx.wake.drain(..).for_each(Waker::wake);
-    assert_eq!((wakes(&counts[2]), woken(&counts)), (1, 3));
+    assert_eq!((wakes(&counts[3]), woken(&counts)), (1, 4));
+}
+
+#[test]
+fn a_long_read_wakes_every_caller_at_once() {
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let (_, ids) = answered(&mut calls, &mut fx, RELAY_READ + 1);
+    assert!(!calls.relay(&mut fx, (RELAY_READ + 1) * 100), "no relay");
+    assert_eq!(
+        fx.wake.len(),
+        RELAY_READ + 1,
+        "every caller is woken by the read"
+    );
+    fx.wake.clear();
+    for id in ids {
+        assert!(poll(&mut calls, id).is_ready());
+        assert!(calls.pass_on().is_none(), "nothing to pass on");
+    }
 }
 
 #[test]
