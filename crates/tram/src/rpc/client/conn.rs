@@ -226,7 +226,7 @@ impl ClientConn {
     ) -> Poll<Result<Answer, Status>> {
         let mut calls = self.calls();
         let outcome = calls.poll_unary(id, cx);
-        let mut next = None;
+        let mut next = [None, None];
         if outcome.is_ready() {
             next = calls.pass_on();
             self.publish(&calls);
@@ -236,8 +236,11 @@ impl ClientConn {
             }
         }
         drop(calls);
-        if let Some(next) = next {
-            next.wake();
+        // The first last: a task woken from a worker goes to its LIFO
+        // slot, and the one woken before is pushed out where the other
+        // worker can take it.
+        for w in next.into_iter().rev().flatten() {
+            w.wake();
         }
         outcome
     }

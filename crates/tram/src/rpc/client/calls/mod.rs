@@ -18,13 +18,17 @@
 //! and runs next, there; woken all at once, a read's callers queue up
 //! behind it and the other worker, notified, steals half of them, and a
 //! late one waits for the whole queue: the relay shortens the tail of a
-//! loaded connection. A longer read's callers are woken at once: a relay
-//! that long would leave the LIFO slot at tokio's cap of three polls in a
-//! row and wake the other worker each time it did. (A current-thread
-//! runtime has no LIFO slot; there the reader wakes every caller at once.)
-//! A caller woken that does not poll its call stalls the relay, so the
-//! reader wakes all the callers left on it `RELAY_FLUSH` after the relay
-//! began: a relay is never the only thing a caller waits for.
+//! loaded connection. A longer read's callers are woken as a fan: the
+//! reader wakes `FAN_HEADS` of them and each caller that takes its answer
+//! wakes two more, the one that runs next from the LIFO slot and one the
+//! other worker can steal (a chain that long stalls whole while its
+//! worker is preempted, since a task in the LIFO slot cannot be stolen).
+//! (A current-thread runtime has no LIFO slot; there the reader wakes
+//! every caller at once.)
+//! A caller woken that does not poll its call stalls the relay (or its
+//! branch of the fan), so the reader wakes all the callers left on either
+//! `RELAY_FLUSH` after the relay began: a relay is never the only thing a
+//! caller waits for.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -40,16 +44,24 @@ use super::super::unary::{Answer, UnaryAnswer};
 mod ids;
 use ids::Ids;
 
-/// A read answering more calls than this, with small answers, wakes them
-/// all at once; up to this many, it wakes two, each the head of a relay
+/// A read answering more calls than this, with small answers, wakes
+/// [`FAN_HEADS`] of them and each caller that takes its answer wakes two
+/// more (a fan); up to this many, it wakes two, each the head of a relay
 /// through the rest. Measured, not derived: two heads did better at 32
 /// calls in flight than one (a relay of one head leaves the other worker
-/// idle), and a long read's callers woken at once did better at 256 than
-/// any relay (a relay that long runs a few callers at a time from the
-/// worker's LIFO slot and then spills to the other worker over and over,
-/// a wake-up of it each time, where callers woken at once are shared out
-/// once).
+/// idle). A long read's callers woken one after another run a few at a
+/// time from the worker's LIFO slot and then spill to the other worker
+/// over and over, a wake-up of it each time; and a chain stalls whole
+/// while its worker is preempted, for a task in the LIFO slot cannot be
+/// stolen. Woken at once they overflow the worker's queue and wait
+/// behind each other. A fan keeps the next caller in the LIFO slot and
+/// one more where the other worker can take it.
 const RELAY_READ: usize = 32;
+
+/// The callers a long read wakes itself, the heads of its fan. Measured:
+/// at 256 calls in flight 4 did better than 2 and 8, each better than
+/// every caller at once.
+const FAN_HEADS: usize = 4;
 
 /// Answers this large on average (bytes read per caller answered) make a
 /// read one relay whatever its length: with 16 KiB answers one head made
@@ -71,6 +83,8 @@ pub(crate) struct Calls {
     /// Unary callers answered, not yet woken: each caller that completes
     /// (or gives up) wakes the first.
     relay: VecDeque<Waker>,
+    /// The same for long reads: each wakes the first two.
+    fan: VecDeque<Waker>,
 }
 
 /// What the connection must do after the table changed: the frames go out
@@ -150,6 +164,7 @@ impl Calls {
             peer: Settings::DEFAULT,
             started: 0,
             relay: VecDeque::new(),
+            fan: VecDeque::new(),
         }
     }
 
@@ -174,32 +189,35 @@ impl Calls {
     }
 
     /// Of the callers `fx` is to wake, leaves the first two and queues the
-    /// rest on the relay; leaves them all for a read of more than
-    /// [`RELAY_READ`], and only the first for answers of
-    /// [`LARGE_ANSWER`] bytes or more on average, in `read` bytes.
-    /// Returns whether the relay holds any.
+    /// rest on the relay; for a read of more than [`RELAY_READ`], leaves
+    /// [`FAN_HEADS`] and queues the rest on the fan; for answers of
+    /// [`LARGE_ANSWER`] bytes or more on average (in `read` bytes), leaves
+    /// only the first. Returns whether any caller is left waiting.
     pub(crate) fn relay(&mut self, fx: &mut Effects, read: usize) -> bool {
         let n = fx.wake.len();
-        let heads = if read >= n * LARGE_ANSWER {
-            1
+        if read >= n * LARGE_ANSWER {
+            self.relay.extend(fx.wake.drain(n.min(1)..));
         } else if n <= RELAY_READ {
-            2
+            self.relay.extend(fx.wake.drain(n.min(2)..));
         } else {
-            n
-        };
-        if n > heads {
-            self.relay.extend(fx.wake.drain(heads..));
+            self.fan.extend(fx.wake.drain(FAN_HEADS..));
         }
-        !self.relay.is_empty()
+        !(self.relay.is_empty() && self.fan.is_empty())
     }
 
-    /// The next caller of the relay, for one that completed to wake.
-    pub(crate) fn pass_on(&mut self) -> Option<Waker> {
-        self.relay.pop_front()
+    /// The callers for one that completed to wake: two of a fan, or else
+    /// the next of the relay. The first is to be woken last, so that it
+    /// is the one that runs next on the waking worker.
+    pub(crate) fn pass_on(&mut self) -> [Option<Waker>; 2] {
+        match self.fan.pop_front() {
+            Some(first) => [Some(first), self.fan.pop_front()],
+            None => [self.relay.pop_front(), None],
+        }
     }
 
-    /// Every caller left on the relay is to be woken now.
+    /// Every caller left on the relay or the fan is to be woken now.
     pub(crate) fn flush_relay(&mut self, fx: &mut Effects) {
+        fx.wake.extend(self.fan.drain(..));
         fx.wake.extend(self.relay.drain(..));
     }
 
@@ -267,7 +285,9 @@ impl Calls {
     pub(crate) fn release(&mut self, id: CallId, sent: bool, code: Code, fx: &mut Effects) {
         // A caller giving up may have been woken by the relay: it passes
         // it on.
-        fx.wake.extend(self.pass_on());
+        let [first, second] = self.pass_on();
+        fx.wake.extend(second);
+        fx.wake.extend(first);
         let broken = self.broken.is_some();
         let Some(entry) = self.entries.get_mut(id as usize) else {
             return;

@@ -156,7 +156,9 @@ fn callers_answered_together_are_woken_one_after_another() {
     );
     // The first takes its answer and passes the relay on.
     assert!(poll(&mut calls, ids[0]).is_ready());
-    calls.pass_on().unwrap().wake();
+    let [next, none] = calls.pass_on();
+    assert!(none.is_none(), "a relay passes on one");
+    next.unwrap().wake();
     assert_eq!((wakes(&counts[2]), woken(&counts)), (1, 3));
     // The second gives up instead: it passes it on too.
     calls.release(ids[1], true, Code::Cancelled, &mut fx);
@@ -165,21 +167,30 @@ fn callers_answered_together_are_woken_one_after_another() {
 }
 
 #[test]
-fn a_long_read_wakes_every_caller_at_once() {
+fn a_long_read_wakes_a_fan() {
     let mut calls = Calls::new();
     let mut fx = Effects::default();
-    let (_, ids) = answered(&mut calls, &mut fx, RELAY_READ + 1);
-    assert!(!calls.relay(&mut fx, (RELAY_READ + 1) * 100), "no relay");
-    assert_eq!(
-        fx.wake.len(),
-        RELAY_READ + 1,
-        "every caller is woken by the read"
-    );
-    fx.wake.clear();
-    for id in ids {
+    let n = RELAY_READ + 1;
+    let (counts, ids) = answered(&mut calls, &mut fx, n);
+    assert!(calls.relay(&mut fx, n * 100), "the others wait on the fan");
+    assert_eq!(fx.wake.len(), FAN_HEADS, "the read wakes the fan's heads");
+    fx.wake.drain(..).for_each(Waker::wake);
+    let woken = |counts: &[Arc<Count>]| counts.iter().map(|c| wakes(c)).sum::<usize>();
+    // Each caller that takes its answer wakes the next two, until none
+    // are left; every caller is woken exactly once.
+    for (i, &id) in ids.iter().enumerate() {
         assert!(poll(&mut calls, id).is_ready());
-        assert!(calls.pass_on().is_none(), "nothing to pass on");
+        let [first, second] = calls.pass_on();
+        let expected = (n - FAN_HEADS).saturating_sub(2 * i).min(2);
+        assert_eq!(
+            usize::from(first.is_some()) + usize::from(second.is_some()),
+            expected,
+            "caller {i} passes the fan on to {expected}"
+        );
+        first.into_iter().chain(second).for_each(Waker::wake);
     }
+    assert_eq!(woken(&counts), n);
+    assert!(counts.iter().all(|c| wakes(c) == 1));
 }
 
 #[test]
@@ -191,9 +202,15 @@ fn a_short_read_starts_two_relays() {
     assert_eq!(fx.wake.len(), 2, "two are woken by the read");
     fx.wake.clear();
     assert!(poll(&mut calls, ids[0]).is_ready());
-    assert!(calls.pass_on().is_some(), "the third is passed on");
+    assert!(
+        matches!(calls.pass_on(), [Some(_), None]),
+        "the third is passed on"
+    );
     assert!(poll(&mut calls, ids[1]).is_ready());
-    assert!(calls.pass_on().is_none(), "and the relay is over");
+    assert!(
+        matches!(calls.pass_on(), [None, None]),
+        "and the relay is over"
+    );
 }
 
 #[test]
