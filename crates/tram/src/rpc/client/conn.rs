@@ -236,10 +236,7 @@ impl ClientConn {
             }
         }
         drop(calls);
-        // The first last: a task woken from a worker goes to its LIFO
-        // slot, and the one woken before is pushed out where the other
-        // worker can take it.
-        for w in next.into_iter().rev().flatten() {
+        for w in next.into_iter().flatten() {
             w.wake();
         }
         outcome

@@ -53,8 +53,8 @@ use ids::Ids;
 /// time from the worker's LIFO slot and then spill to the other worker
 /// over and over, a wake-up of it each time; and a chain stalls whole
 /// while its worker is preempted, for a task in the LIFO slot cannot be
-/// stolen. Woken at once they overflow the worker's queue and wait
-/// behind each other. A fan keeps the next caller in the LIFO slot and
+/// stolen. Woken at once they queue up behind each other on one worker
+/// until the other steals half. A fan keeps the next caller in the LIFO slot and
 /// one more where the other worker can take it.
 const RELAY_READ: usize = 32;
 
@@ -205,13 +205,15 @@ impl Calls {
         !(self.relay.is_empty() && self.fan.is_empty())
     }
 
-    /// The callers for one that completed to wake: two of a fan, or else
-    /// the next of the relay. The first is to be woken last, so that it
-    /// is the one that runs next on the waking worker.
+    /// The callers for one that completed to wake, in the order to wake
+    /// them: two of a fan, or else the next of the relay. A task woken
+    /// from a worker goes to its LIFO slot and pushes the one woken before
+    /// out to the worker's queue, where the other worker can take it: the
+    /// last is the one that runs next.
     pub(crate) fn pass_on(&mut self) -> [Option<Waker>; 2] {
         match self.fan.pop_front() {
-            Some(first) => [Some(first), self.fan.pop_front()],
-            None => [self.relay.pop_front(), None],
+            Some(next) => [self.fan.pop_front(), Some(next)],
+            None => [None, self.relay.pop_front()],
         }
     }
 
@@ -285,9 +287,7 @@ impl Calls {
     pub(crate) fn release(&mut self, id: CallId, sent: bool, code: Code, fx: &mut Effects) {
         // A caller giving up may have been woken by the relay: it passes
         // it on.
-        let [first, second] = self.pass_on();
-        fx.wake.extend(second);
-        fx.wake.extend(first);
+        fx.wake.extend(self.pass_on().into_iter().flatten());
         let broken = self.broken.is_some();
         let Some(entry) = self.entries.get_mut(id as usize) else {
             return;

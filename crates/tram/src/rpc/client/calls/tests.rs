@@ -156,7 +156,7 @@ fn callers_answered_together_are_woken_one_after_another() {
     );
     // The first takes its answer and passes the relay on.
     assert!(poll(&mut calls, ids[0]).is_ready());
-    let [next, none] = calls.pass_on();
+    let [none, next] = calls.pass_on();
     assert!(none.is_none(), "a relay passes on one");
     next.unwrap().wake();
     assert_eq!((wakes(&counts[2]), woken(&counts)), (1, 3));
@@ -180,14 +180,14 @@ fn a_long_read_wakes_a_fan() {
     // are left; every caller is woken exactly once.
     for (i, &id) in ids.iter().enumerate() {
         assert!(poll(&mut calls, id).is_ready());
-        let [first, second] = calls.pass_on();
+        let [second, first] = calls.pass_on();
         let expected = (n - FAN_HEADS).saturating_sub(2 * i).min(2);
         assert_eq!(
             usize::from(first.is_some()) + usize::from(second.is_some()),
             expected,
             "caller {i} passes the fan on to {expected}"
         );
-        first.into_iter().chain(second).for_each(Waker::wake);
+        second.into_iter().chain(first).for_each(Waker::wake);
     }
     assert_eq!(woken(&counts), n);
     assert!(counts.iter().all(|c| wakes(c) == 1));
@@ -203,7 +203,7 @@ fn a_short_read_starts_two_relays() {
     fx.wake.clear();
     assert!(poll(&mut calls, ids[0]).is_ready());
     assert!(
-        matches!(calls.pass_on(), [Some(_), None]),
+        matches!(calls.pass_on(), [None, Some(_)]),
         "the third is passed on"
     );
     assert!(poll(&mut calls, ids[1]).is_ready());
