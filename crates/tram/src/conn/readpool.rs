@@ -52,13 +52,15 @@ pub(super) fn give(buf: BytesMut) {
 /// Where in a 4 KiB page a read buffer's bytes start.
 ///
 /// Some CPUs (the family-25 AMD EPYC of issue 19's guests among them) run
-/// `rep movsb`, which the kernel uses for its copies into user memory, 25
-/// to 30 times slower when the destination lies 1 to 31 bytes past the
-/// source modulo 4 KiB. A sender's bytes sit in the kernel's page-aligned
-/// fragments, and glibc hands out large buffers 16 bytes into a page:
-/// read there, a large message sent from a page boundary is copied at that
-/// slow rate. Half a page in, the distance is as far from the window as it
-/// can be (docs/bench-log.md, the twenty-eighth session).
+/// `rep movsb`, which the kernel uses for its copies into user memory,
+/// many times slower when the destination lies a few bytes past the
+/// source modulo 4 KiB: 25 to 30 times from 1 to 31 bytes on some models;
+/// on others 20 to 30 times from 1 to 15 and 2 to 4 times from 16 to 31.
+/// A sender's bytes sit in the kernel's page-aligned fragments, and glibc
+/// hands out large buffers 16 bytes into a page: read there, a large
+/// message sent from a page boundary is copied at that slow rate. Half a
+/// page in, the distance is as far from the window as it can be
+/// (docs/bench-log.md, the twenty-eighth and eighty-second sessions).
 pub(super) const READ_PHASE: usize = 2048;
 
 /// A page: the room a buffer gives up to start at [`READ_PHASE`].
