@@ -51,6 +51,7 @@ impl Machine {
     pub(crate) fn this() -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo_field(&cpuinfo, "model name").unwrap_or("unknown");
+        let movsb = crate::runner::movsb::slowdown();
         Machine {
             cpu: cpu.to_string(),
             cpu_family: cpuinfo_field(&cpuinfo, "cpu family").and_then(|v| v.parse().ok()),
@@ -62,8 +63,8 @@ impl Machine {
             build: env!("TRAM_BENCH_PROFILE"),
             source: env!("TRAM_BENCH_SOURCE"),
             core_to_core_ns: crate::runner::guest::probes(),
-            movsb_short_distance_slowdown: crate::runner::movsb::short_distance_slowdown(),
-            movsb_8_byte_distance_slowdown: crate::runner::movsb::slowdown_at(8),
+            movsb_short_distance_slowdown: movsb.map(|s| s.at_16),
+            movsb_8_byte_distance_slowdown: movsb.map(|s| s.at_8),
         }
     }
 }

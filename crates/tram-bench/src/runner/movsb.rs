@@ -12,19 +12,22 @@ const LEN: usize = 16 << 10;
 /// Copies per trial.
 const COPIES: u32 = 64;
 
-/// How much longer a 16 KiB `rep movsb` takes with the destination 16
+/// How much longer a 16 KiB `rep movsb` takes with the destination a few
 /// bytes past the source modulo 4 KiB than 2 KiB past it (the better of
 /// three trials each): about 1 on most CPUs, 25 or more on those with the
-/// quirk. `None` off x86-64.
-pub(crate) fn short_distance_slowdown() -> Option<f64> {
-    slowdown_at(16)
+/// quirk. Where the slow window lies differs between CPUs: on the first
+/// family-25 EPYC guests 16 bytes was in it, on those of model 17 it is 1
+/// to 15 bytes (20 to 30 times slower) and 16 to 31 only 2 to 4 times.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slowdown {
+    /// 16 bytes past.
+    pub(crate) at_16: f64,
+    /// 8 bytes past.
+    pub(crate) at_8: f64,
 }
 
-/// The same with the destination `distance` bytes past the source modulo
-/// 4 KiB. Where the slow window lies differs between CPUs: on the first
-/// family-25 EPYC guests 16 bytes was in it, on those of model 17 it is
-/// 1 to 15 bytes (20 to 30 times slower) and 16 to 31 only 2 to 4 times.
-pub(crate) fn slowdown_at(distance: usize) -> Option<f64> {
+/// This CPU's [`Slowdown`]; `None` off x86-64.
+pub(crate) fn slowdown() -> Option<Slowdown> {
     #[cfg(target_arch = "x86_64")]
     {
         let src = vec![1u8; LEN + 8192];
@@ -44,12 +47,13 @@ pub(crate) fn slowdown_at(distance: usize) -> Option<f64> {
                 .fold(f64::INFINITY, f64::min)
         };
         let far = best(2048);
-        let near = best(distance);
-        (far > 0.0).then(|| near / far)
+        (far > 0.0).then(|| Slowdown {
+            at_16: best(16) / far,
+            at_8: best(8) / far,
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = distance;
         None
     }
 }
@@ -83,8 +87,7 @@ mod tests {
         let mut dst = vec![0u8; 5000];
         super::rep_movsb(&mut dst, &src);
         assert_eq!(dst, src);
-        let slowdown = super::short_distance_slowdown().unwrap();
-        assert!(slowdown > 0.0);
-        assert!(super::slowdown_at(8).unwrap() > 0.0);
+        let slowdown = super::slowdown().unwrap();
+        assert!(slowdown.at_16 > 0.0 && slowdown.at_8 > 0.0);
     }
 }
