@@ -9,14 +9,15 @@ bin=$1 out=$2; shift 2
 mkdir -p "$out"
 ev=syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex,syscalls:sys_enter_writev,syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_sched_yield,context-switches
 for s in "$@"; do
-    n=$(ls "$out" | grep -c "^$s-" || true)
+    n=$(find "$out" -maxdepth 1 -name "$s-*.txt" | wc -l)
     f="$out/$s-$n"
     "$bin" compare --systems "$s" --concurrency 256 --rounds 1 --secs 6 --out "$f.d" > "$f.txt" 2>&1 &
     main=$!
     sleep 2.5
     for p in $(pgrep -x tram-bench); do
         role=client
-        [ "$(ps -o ppid= -p "$p" | tr -d ' ')" != "1" ] && pgrep -x tram-bench | grep -qx "$(ps -o ppid= -p "$p" | tr -d ' ')" && role=server
+        parent=$(ps -o ppid= -p "$p" | tr -d ' ')
+        [ "$(ps -o comm= -p "$parent")" = tram-bench ] && role=server
         perf stat -x, -e "$ev" -p "$p" -- sleep 3 2> "$f.$role.csv" &
     done
     wait
