@@ -12,7 +12,6 @@ for s in "$@"; do
     n=$(find "$out" -maxdepth 1 -name "$s-*.txt" | wc -l)
     f="$out/$s-$n"
     "$bin" compare --systems "$s" --concurrency 256 --rounds 1 --secs 6 --out "$f.d" > "$f.txt" 2>&1 &
-    main=$!
     sleep 2.5
     for p in $(pgrep -x tram-bench); do
         role=client
