@@ -26,6 +26,9 @@ pub struct Inbound<R, D> {
     io: R,
     decoder: D,
     buf: BytesMut,
+    /// `buf`'s room when it was made or taken, empty: its allocation's
+    /// size, which its retired remains no longer tell the pool.
+    buf_room: usize,
     /// The room a read is given when the buffer needs more.
     read_chunk: usize,
     /// What `read_chunk` may grow to.
@@ -68,10 +71,12 @@ where
         max_read_chunk: usize,
         max_buffered: usize,
     ) -> Self {
+        let buf = readpool::with_room(read_chunk);
         Inbound {
             io,
             decoder,
-            buf: readpool::with_room(read_chunk),
+            buf_room: buf.capacity(),
+            buf,
             read_chunk,
             max_read_chunk: max_read_chunk.max(read_chunk),
             max_buffered,
@@ -353,6 +358,7 @@ where
         // grows to take the rest instead.
         if self.buf.len() > self.read_chunk / 4 {
             self.buf.reserve(room);
+            self.buf_room = self.buf_room.max(self.buf.capacity());
             return;
         }
         let mut next = match readpool::take(self.buf.len() + room + PAGE) {
@@ -362,8 +368,10 @@ where
             }
             None => readpool::with_room((self.buf.len() + room).max(self.read_chunk)),
         };
+        let next_room = next.capacity();
         next.extend_from_slice(&self.buf);
-        readpool::give(std::mem::replace(&mut self.buf, next));
+        let retired = std::mem::replace(&mut self.buf, next);
+        readpool::give(retired, std::mem::replace(&mut self.buf_room, next_room));
     }
 
     /// Whether the last read took less than it had room for, so that the

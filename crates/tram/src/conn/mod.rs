@@ -51,6 +51,9 @@ pub use outbound::{Cork, FlushPolicy, Sender};
 pub(crate) use outbound::{Locked, channel as outbound_channel};
 pub use writebuf::{SPLICE_MIN, WriteBuf};
 
+/// [`Config::max_read_size`]'s default.
+const DEFAULT_MAX_READ_SIZE: usize = 256 << 10;
+
 /// Buffer sizes, bounds and the flush policy of a connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -68,7 +71,7 @@ impl Default for Config {
             max_frame_len: 4 << 20,
             max_queued_bytes: 1 << 20,
             buffer_size: 64 << 10,
-            max_read_size: 256 << 10,
+            max_read_size: DEFAULT_MAX_READ_SIZE,
             flush: FlushPolicy::Immediate,
             inline_writes: true,
         }

@@ -11,28 +11,35 @@
 //! wait here instead, and a connection that needs a buffer takes one whose
 //! messages have all been dropped.
 //!
+//! The newest free buffer is taken: the one read into last is the likeliest
+//! to be still in the CPU's caches, so the kernel's copy into it does not
+//! first fetch each line from memory. (Taken oldest first, a connection
+//! with many large messages in flight cycled through every buffer in the
+//! pool, each long gone from the caches; docs/bench-log.md, the
+//! eighty-fourth session.)
+//!
 //! The pool is shared by every connection of the process and bounded
-//! ([`MAX_POOLED`] buffers of at most [`MAX_POOLED_CAPACITY`] bytes), so an
-//! idle connection keeps nothing in it and the memory it can hold is
-//! fixed. It is only touched when a connection's buffer runs out of room,
-//! once per tens of kilobytes read.
+//! ([`MAX_POOLED`] buffers of at most [`MAX_POOLED_CAPACITY`] bytes, 10
+//! MiB), so an idle connection keeps nothing in it and the memory it can
+//! hold is fixed. It is only touched when a connection's buffer runs out
+//! of room, once per tens of kilobytes read.
 //!
 //! Every read buffer starts half a page in ([`READ_PHASE`]), whoever
 //! allocated it.
 
-use std::collections::VecDeque;
-
 use bytes::{Buf, BufMut, BytesMut};
 use parking_lot::Mutex;
+
+use super::DEFAULT_MAX_READ_SIZE;
 
 /// Buffers kept at most, for the whole process.
 const MAX_POOLED: usize = 32;
 
-/// Larger buffers (grown for a large frame) are not kept.
-const MAX_POOLED_CAPACITY: usize = 128 << 10;
-
-/// Buffers looked at per take: the oldest first, the likeliest to be free.
-const LOOKS: usize = 4;
+/// Larger buffers (grown for a large frame, or for reads larger than the
+/// default) are not kept. A connection's next buffer has room for a read
+/// and the start of a message carried over from the last, at most a
+/// quarter of a read.
+const MAX_POOLED_CAPACITY: usize = DEFAULT_MAX_READ_SIZE + DEFAULT_MAX_READ_SIZE / 4;
 
 /// The pool of the process.
 static POOL: Pool = Pool::new();
@@ -43,10 +50,11 @@ pub(super) fn take(room: usize) -> Option<BytesMut> {
     POOL.take(room)
 }
 
-/// Keeps `buf` (whose unread bytes have been copied elsewhere) until its
-/// messages are gone, if the pool has room for it.
-pub(super) fn give(buf: BytesMut) {
-    POOL.give(buf);
+/// Keeps `buf` (whose unread bytes have been copied elsewhere, and which
+/// had `room` bytes when it was new) until its messages are gone, unless
+/// it is larger than the pool keeps.
+pub(super) fn give(buf: BytesMut, room: usize) {
+    POOL.give(buf, room);
 }
 
 /// Where in a 4 KiB page a read buffer's bytes start.
@@ -90,36 +98,36 @@ pub(super) fn with_room(room: usize) -> BytesMut {
     buf
 }
 
-struct Pool(Mutex<VecDeque<BytesMut>>);
+/// Retired buffers, oldest first.
+struct Pool(Mutex<Vec<BytesMut>>);
 
 impl Pool {
     const fn new() -> Pool {
-        Pool(Mutex::new(VecDeque::new()))
+        Pool(Mutex::new(Vec::new()))
     }
 
+    /// The newest buffer whose messages are all gone and which has room
+    /// for `room` bytes, emptied.
     fn take(&self, room: usize) -> Option<BytesMut> {
         let mut pool = self.0.lock();
-        for _ in 0..pool.len().min(LOOKS) {
-            let mut buf = pool.pop_front()?;
-            // Succeeds only if nothing else refers to the allocation any
-            // more.
-            if buf.try_reclaim(room) {
-                return Some(buf);
-            }
-            pool.push_back(buf);
-        }
-        None
+        // Succeeds only if nothing else refers to the allocation any more.
+        let i = pool.iter_mut().rposition(|buf| buf.try_reclaim(room))?;
+        Some(pool.remove(i))
     }
 
-    fn give(&self, mut buf: BytesMut) {
-        if buf.capacity() > MAX_POOLED_CAPACITY {
+    /// Keeps `buf`, whose allocation had `room` bytes; when the pool is
+    /// full, the oldest buffer makes way (its allocation is freed once its
+    /// messages are gone).
+    fn give(&self, mut buf: BytesMut, room: usize) {
+        if room > MAX_POOLED_CAPACITY {
             return;
         }
         buf.clear();
         let mut pool = self.0.lock();
-        if pool.len() < MAX_POOLED {
-            pool.push_back(buf);
+        if pool.len() == MAX_POOLED {
+            pool.remove(0);
         }
+        pool.push(buf);
     }
 }
 
@@ -139,7 +147,7 @@ mod tests {
         let message: Bytes = buf.split_to(600).freeze();
         let start = message.as_ptr();
         buf.extend_from_slice(&[8; 10]);
-        pool.give(buf);
+        pool.give(buf, 1 << 10);
         assert!(pool.take(1 << 10).is_none(), "a message still refers to it");
         drop(message);
         let again = pool.take(1 << 10).unwrap();
@@ -149,17 +157,64 @@ mod tests {
         assert!(pool.take(1).is_none());
     }
 
-    /// Buffers grown large are not kept, and the pool holds at most
-    /// `MAX_POOLED`.
+    /// Buffers that were made large are not kept, however little of them
+    /// is left; one for the default largest read is.
     #[test]
-    fn the_pool_is_bounded() {
+    fn buffers_are_kept_by_the_size_they_were_made() {
         let pool = Pool::new();
-        pool.give(BytesMut::with_capacity(MAX_POOLED_CAPACITY + 1));
+        let mut grown = BytesMut::with_capacity(MAX_POOLED_CAPACITY + PAGE);
+        grown.extend_from_slice(&vec![1; MAX_POOLED_CAPACITY]);
+        drop(grown.split_to(MAX_POOLED_CAPACITY));
+        assert!(grown.capacity() <= PAGE, "what is left of it is small");
+        pool.give(grown, MAX_POOLED_CAPACITY + PAGE);
         assert!(pool.take(1).is_none());
+        let read = with_room(DEFAULT_MAX_READ_SIZE);
+        let room = read.capacity();
+        pool.give(read, room);
+        assert!(pool.take(1).is_some());
+    }
+
+    /// The newest free buffer is taken first; a buffer still referred to
+    /// is passed over for an older one.
+    #[test]
+    fn the_newest_free_buffer_is_taken() {
+        let pool = Pool::new();
+        let (older, newer) = (BytesMut::with_capacity(64), BytesMut::with_capacity(64));
+        let (older_at, newer_at) = (older.as_ptr(), newer.as_ptr());
+        pool.give(older, 64);
+        pool.give(newer, 64);
+        assert_eq!(pool.take(64).unwrap().as_ptr(), newer_at);
+        let mut held = pool.take(64).unwrap();
+        assert_eq!(held.as_ptr(), older_at);
+        held.extend_from_slice(&[5; 8]);
+        let message = held.split_to(8).freeze();
+        pool.give(held, 64);
+        pool.give(BytesMut::with_capacity(64), 64);
+        let free = pool.take(64).unwrap();
+        assert_ne!(free.as_ptr(), older_at);
+        assert!(pool.take(64).is_none(), "the older one is still held");
+        drop(message);
+        assert_eq!(pool.take(64).unwrap().as_ptr(), older_at);
+    }
+
+    /// The pool holds at most `MAX_POOLED`; a buffer given to a full pool
+    /// takes the oldest one's place.
+    #[test]
+    fn the_pool_is_bounded_and_lets_the_oldest_go() {
+        let pool = Pool::new();
+        // A message of the first keeps its allocation alive, so that no
+        // later buffer can be given its address.
+        let mut first = BytesMut::with_capacity(64);
+        first.extend_from_slice(&[3; 8]);
+        let _message = first.split_to(8).freeze();
+        let first_at = first.as_ptr();
+        pool.give(first, 64);
         for _ in 0..MAX_POOLED + 10 {
-            pool.give(BytesMut::with_capacity(64));
+            pool.give(BytesMut::with_capacity(64), 64);
         }
-        assert_eq!(pool.0.lock().len(), MAX_POOLED);
+        let kept = std::mem::take(&mut *pool.0.lock());
+        assert_eq!(kept.len(), MAX_POOLED);
+        assert!(kept.iter().all(|b| b.as_ptr() != first_at));
     }
 
     #[test]
