@@ -123,10 +123,11 @@ impl Pool {
         }
         buf.clear();
         let mut pool = self.0.lock();
-        if pool.len() == MAX_POOLED {
-            pool.remove(0);
-        }
+        // Dropped once the lock is released: the last reference frees the
+        // allocation.
+        let _oldest = (pool.len() == MAX_POOLED).then(|| pool.remove(0));
         pool.push(buf);
+        drop(pool);
     }
 }
 
