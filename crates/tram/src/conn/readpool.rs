@@ -123,11 +123,11 @@ impl Pool {
         }
         buf.clear();
         let mut pool = self.0.lock();
-        // Dropped once the lock is released: the last reference frees the
-        // allocation.
-        let _oldest = (pool.len() == MAX_POOLED).then(|| pool.remove(0));
+        let oldest = (pool.len() == MAX_POOLED).then(|| pool.remove(0));
         pool.push(buf);
         drop(pool);
+        // Out of the lock: the last reference frees the allocation.
+        drop(oldest);
     }
 }
 
