@@ -62,11 +62,15 @@ const TURNS_PER_POLL: usize = 4;
 /// reaches it). Large messages would otherwise make one turn of all that
 /// is in flight (32 calls of 16 KiB: half a megabyte), written in one go
 /// while the client waits, then waited for while the client answers: the
-/// two sides take turns instead of overlapping. Measured, not derived (see
-/// the bench log): two read buffers' worth did best with 16 KiB messages;
-/// one was no better than no bound, half of one worse. Below 2 KiB a frame
-/// the frame bound comes first.
-const TURN_BYTES: u64 = 128 * 1024;
+/// two sides take turns instead of overlapping. Under 64 KiB, so that a
+/// turn of echoes up to 16 KiB is written as one TCP segment of the
+/// kernel's largest (64 KiB): a kernel that paces sends itself (BBR
+/// without the `fq` qdisc) lets one segment go at once and holds a
+/// second back with a timer, whose arming and firing cost microseconds a
+/// time on virtual machines. Measured, not derived (docs/bench-log.md,
+/// the eighty-fifth session). Below 1.5 KiB a frame the frame bound comes
+/// first.
+const TURN_BYTES: u64 = 48 * 1024;
 
 /// Serves the RPC protocol over `halves` until the connection ends, the
 /// client breaks the protocol (GOAWAY with the reason), or `stop` asks for
