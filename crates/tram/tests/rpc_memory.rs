@@ -116,11 +116,11 @@ async fn slow_reader_of_two_million_messages_keeps_memory_bounded() {
     );
     // Unbounded buffering would hold every frame the reader has not got to:
     // up to 2,000,000 of 22 bytes, 42 MiB. Credit holds it to what the
-    // limits allow, about 10 MiB at most: the client's window (65,536
-    // frames, 1.4 MB) in the 256 KiB read buffers it arrived in, the
-    // process's pool of retired read buffers (up to 32 of 128 KiB), and the
-    // server's outbound queue and the batch being written (1 MiB each, in
-    // buffers that grow by doubling). Typical runs peak at 5–6 MiB; some
+    // limits allow: the client's window (65,536 frames, 1.4 MB) in the
+    // 256 KiB read buffers it arrived in, the process's pool of retired
+    // read buffers (at most 32 of 320 KiB; a run like this retires a
+    // few), and the server's outbound queue and the batch being written
+    // (1 MiB each, in buffers that grow by doubling). Typical runs peak at 5–6 MiB; some
     // retire more buffers to the pool first and reach 8–9 MiB.
     assert!(peak < 12 << 20, "peak live heap {peak} bytes");
 }
