@@ -26,25 +26,10 @@ use super::builder::ServerConfig;
 use super::calls::{Accepted, Effects, Peer, ServerCalls};
 use super::handler::{IncomingCall, Route};
 use super::lifecycle::{DRAIN_PING, Due, Life};
+use super::turn;
 use crate::conn::{self, Inbound, Sender};
 use crate::observe::limit::violation;
 use crate::observe::{CloseReason, ConnStats, Observed, Observers, Registered, observe};
-
-/// Frames a connection's driver handles per turn. The answers to a turn's
-/// calls are written as it ends, so a short turn lets the client work on
-/// them while the server handles the next, for one write per turn at most.
-/// Measured, not derived (see the bench log): 48 and 64 sent answers in
-/// bursts that cost the client more to take in; 24 split the 32 calls of a
-/// read at 32 in flight into two writes.
-const TURN_FRAMES: usize = 32;
-
-/// The turn when a read holds more than [`TURN_FRAMES`] frames after the
-/// turn's first (at that one's size): a deep pipeline, whose answers a
-/// shorter turn starts writing sooner. Measured, not derived (see the
-/// bench log): at 256 calls in flight 24 made more calls than 32 and kept
-/// both sides' workers from sleeping, in the guest's slow state too; 16
-/// and 20 made fewer.
-const DEEP_TURN_FRAMES: usize = 24;
 
 /// A turn of fewer frames than this, all read, writes its answers before
 /// it asks the socket for more (see `Driver::turn`).
@@ -57,20 +42,6 @@ const FEW_FRAMES: usize = 4;
 /// connection's driver does not yield to the scheduler after every turn
 /// (tokio then wakes an idle worker to steal it).
 const TURNS_PER_POLL: usize = 4;
-
-/// Bytes of frames a turn handles, at most (it ends after the frame that
-/// reaches it). Large messages would otherwise make one turn of all that
-/// is in flight (32 calls of 16 KiB: half a megabyte), written in one go
-/// while the client waits, then waited for while the client answers: the
-/// two sides take turns instead of overlapping. Under 64 KiB, so that a
-/// turn of echoes up to 16 KiB is written as one TCP segment of the
-/// kernel's largest (64 KiB): a kernel that paces sends itself (BBR
-/// without the `fq` qdisc) lets one segment go at once and holds a
-/// second back with a timer, whose arming and firing cost microseconds a
-/// time on virtual machines. Measured, not derived (docs/bench-log.md,
-/// the eighty-fifth session). Below 1.5 KiB a frame the frame bound comes
-/// first.
-const TURN_BYTES: u64 = 48 * 1024;
 
 /// Serves the RPC protocol over `halves` until the connection ends, the
 /// client breaks the protocol (GOAWAY with the reason), or `stop` asks for
@@ -400,8 +371,7 @@ impl Driver {
     ) -> Result<Turn, ProtocolError> {
         let mut turn = Turn::Bounded;
         let turn_starts = inbound.bytes_decoded();
-        let turn_ends = turn_starts + TURN_BYTES;
-        let (mut frames, mut limit) = (0, TURN_FRAMES);
+        let (mut frames, mut limit, mut turn_ends) = (0, turn::TURN_FRAMES, u64::MAX);
         while frames < limit {
             // Once the few frames a short read brought in are all handled,
             // the turn ends without asking the socket again: their answers
@@ -420,7 +390,10 @@ impl Driver {
             match inbound.poll_recv(cx) {
                 Poll::Ready(Some(Ok(received))) => {
                     if frames == 0 {
-                        limit = turn_frames(inbound, turn_starts);
+                        let first = inbound.bytes_decoded() - turn_starts;
+                        let bytes;
+                        (limit, bytes) = turn::bounds(first, inbound.buffered() as u64);
+                        turn_ends = turn_starts + bytes;
                     }
                     frames += 1;
                     self.received(received)?;
@@ -571,16 +544,5 @@ impl Future for AbortOnDrop {
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// How many frames a turn takes, decided at its first: fewer when the
-/// read holds more than [`TURN_FRAMES`] more frames of that one's size.
-fn turn_frames(inbound: &Inbound<BoxRead, RunDecoder>, turn_starts: u64) -> usize {
-    let first = inbound.bytes_decoded() - turn_starts;
-    if inbound.buffered() as u64 > first * TURN_FRAMES as u64 {
-        DEEP_TURN_FRAMES
-    } else {
-        TURN_FRAMES
     }
 }

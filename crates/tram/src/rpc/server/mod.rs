@@ -22,6 +22,7 @@ mod driver;
 mod handler;
 mod lifecycle;
 mod local;
+mod turn;
 
 use std::collections::HashMap;
 use std::io;
