@@ -120,7 +120,8 @@ async fn slow_reader_of_two_million_messages_keeps_memory_bounded() {
     // 256 KiB read buffers it arrived in, the process's pool of retired
     // read buffers (at most 32 of 320 KiB; a run like this retires a
     // few), and the server's outbound queue and the batch being written
-    // (1 MiB each, in buffers that grow by doubling). Typical runs peak at 5–6 MiB; some
-    // retire more buffers to the pool first and reach 8–9 MiB.
+    // (1 MiB each, in buffers that grow by doubling). Typical runs peak at
+    // 5–6 MiB; some retire more buffers to the pool first and reach 8–9
+    // MiB.
     assert!(peak < 12 << 20, "peak live heap {peak} bytes");
 }
