@@ -21,8 +21,12 @@ pub const SPLICE_MIN: usize = 4096;
 #[derive(Debug, Default)]
 pub struct WriteBuf {
     bytes: BytesMut,
-    /// Payloads kept by reference, each written before `bytes[at..]`, in
-    /// order of `at` (offsets into `bytes` as it is now).
+    /// Bytes of `bytes` written and advanced past since it was last
+    /// cleared: where the splices' offsets count from, so that consuming
+    /// the front moves no offset.
+    consumed: usize,
+    /// Payloads kept by reference, each written before the byte of `bytes`
+    /// at `at - consumed`, in order of `at`.
     spliced: VecDeque<Splice>,
     spliced_len: usize,
 }
@@ -45,6 +49,7 @@ impl WriteBuf {
     pub(crate) fn with_capacity(n: usize) -> WriteBuf {
         WriteBuf {
             bytes: BytesMut::with_capacity(n),
+            consumed: 0,
             spliced: VecDeque::new(),
             spliced_len: 0,
         }
@@ -68,7 +73,7 @@ impl WriteBuf {
         }
         self.spliced_len += data.len();
         self.spliced.push_back(Splice {
-            at: self.bytes.len(),
+            at: self.consumed + self.bytes.len(),
             data,
         });
     }
@@ -125,10 +130,11 @@ impl WriteBuf {
             if n == dst.len() {
                 return n;
             }
-            if s.at > pos {
-                dst[n] = IoSlice::new(&self.bytes[pos..s.at]);
+            let at = s.at - self.consumed;
+            if at > pos {
+                dst[n] = IoSlice::new(&self.bytes[pos..at]);
                 n += 1;
-                pos = s.at;
+                pos = at;
                 if n == dst.len() {
                     return n;
                 }
@@ -143,16 +149,19 @@ impl WriteBuf {
         n
     }
 
-    /// Consumes `n` written bytes from the front.
+    /// Consumes `n` written bytes from the front, in time proportional to
+    /// the pieces written (a batch of many payloads is consumed a `writev`
+    /// at a time).
     pub(crate) fn advance(&mut self, mut n: usize) {
         while n > 0 {
-            let before_next = self.spliced.front().map_or(self.bytes.len(), |s| s.at);
+            let before_next = self
+                .spliced
+                .front()
+                .map_or(self.bytes.len(), |s| s.at - self.consumed);
             if before_next > 0 {
                 let k = n.min(before_next);
                 self.bytes.advance(k);
-                for s in &mut self.spliced {
-                    s.at -= k;
-                }
+                self.consumed += k;
                 n -= k;
                 continue;
             }
@@ -172,6 +181,7 @@ impl WriteBuf {
     /// Empties it, keeping the buffer's capacity.
     pub(crate) fn clear(&mut self) {
         self.bytes.clear();
+        self.consumed = 0;
         self.spliced.clear();
         self.spliced_len = 0;
     }
@@ -218,7 +228,7 @@ unsafe impl BufMut for WriteBuf {
 impl WriteBuf {
     /// What a write of everything queued would send, flattened.
     pub(crate) fn written(&self) -> Vec<u8> {
-        let mut slices = [IoSlice::new(&[]); 8];
+        let mut slices = vec![IoSlice::new(&[]); 2 * self.spliced.len() + 1];
         let n = self.chunks(&mut slices);
         slices[..n].iter().flat_map(|s| s.iter().copied()).collect()
     }
@@ -226,6 +236,8 @@ impl WriteBuf {
 
 #[cfg(test)]
 mod tests {
+    use proptest::strategy::Strategy;
+
     use super::*;
 
     #[test]
@@ -253,6 +265,58 @@ mod tests {
             assert_eq!(buf.written(), want[at..]);
         }
         assert!(buf.is_empty());
+    }
+
+    proptest::proptest! {
+        /// Whatever is appended, copied or spliced, and however much is
+        /// consumed between appends, what is left to write is what was
+        /// appended after what was consumed, in order, and a short
+        /// `writev`'s slices are its start.
+        #[test]
+        fn what_is_left_is_what_was_appended_after_what_was_consumed(
+            ops in proptest::collection::vec(
+                proptest::prop_oneof![
+                    (0usize..40).prop_map(Op::Copy),
+                    (0usize..3 * SPLICE_MIN).prop_map(Op::Put),
+                    (0usize..2 * SPLICE_MIN).prop_map(Op::Advance),
+                ],
+                0..60,
+            ),
+        ) {
+            let mut buf = WriteBuf::with_capacity(16);
+            let (mut model, mut consumed) = (Vec::new(), 0);
+            for (i, op) in ops.into_iter().enumerate() {
+                let fill = i as u8;
+                match op {
+                    Op::Copy(n) => {
+                        buf.put_slice(&vec![fill; n]);
+                        model.extend(std::iter::repeat_n(fill, n));
+                    }
+                    Op::Put(n) => {
+                        buf.put(Bytes::from(vec![fill; n]));
+                        model.extend(std::iter::repeat_n(fill, n));
+                    }
+                    Op::Advance(n) => {
+                        let n = n.min(buf.len());
+                        buf.advance(n);
+                        consumed += n;
+                    }
+                }
+                proptest::prop_assert_eq!(buf.len(), model.len() - consumed);
+                proptest::prop_assert_eq!(buf.written(), &model[consumed..]);
+                let mut few = [IoSlice::new(&[]); 3];
+                let k = buf.chunks(&mut few);
+                let start: Vec<u8> = few[..k].iter().flat_map(|s| s.iter().copied()).collect();
+                proptest::prop_assert_eq!(&start[..], &model[consumed..consumed + start.len()]);
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Copy(usize),
+        Put(usize),
+        Advance(usize),
     }
 
     #[test]
