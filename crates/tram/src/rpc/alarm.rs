@@ -1,48 +1,158 @@
-//! A connection's one tokio timer, polled only when it may have fired.
+//! A connection's housekeeping timer (handshake, idle, keepalive, maximum
+//! age), kept off the runtime's timer by one thread for the process.
 //!
-//! A connection task is polled at every read, and polling a tokio `Sleep`
-//! costs a check of the coop budget and a compare-and-swap on the timer's
-//! waker slot even when it is far from due: with one call in flight, one
-//! of these a call on each side, all of it on lines a sleeping worker no
-//! longer has in cache. An [`Alarm`] registers a waker of its own with the
-//! `Sleep`, which marks the alarm as rung and then wakes the task: the
-//! `Sleep` is polled again only after that, or after a reset.
+//! Why not a tokio `Sleep`: a runtime with any timer pending parks its
+//! idle workers in `epoll_wait` with a timeout, and a kernel sleep with a
+//! timeout arms and cancels a high-resolution timer around every wait. A
+//! server with one call in flight sleeps and wakes once a call, so every
+//! connection's keepalive, seconds away, would put that price on every
+//! call. These deadlines are coarse and rarely move (a keepalive's is
+//! checked when it rings, not moved by every read), so one thread keeps
+//! them all: it sleeps until the earliest, rings the alarms due, and wakes
+//! their tasks. A runtime whose own timers are empty then parks without a
+//! timeout. (Calls' deadlines stay on the runtime's timer: they are the
+//! caller's, and precise.)
+//!
+//! Polling an alarm that has not rung costs a waker comparison and a load:
+//! a connection task is polled at every read.
 
-use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Waker};
 
-use parking_lot::Mutex;
-use tokio::time::{Instant, Sleep};
+use parking_lot::{Condvar, Mutex};
+use tokio::time::Instant;
 
 pub(crate) struct Alarm {
-    sleep: Pin<Box<Sleep>>,
     bell: Arc<Bell>,
-    /// `bell` as a waker, made once.
-    waker: Waker,
+    deadline: Instant,
+    /// Where it waits in the clock's schedule; `None` once rung (or made
+    /// due already).
+    key: Option<Key>,
     /// The task's waker as last handed to `bell` (compared, never woken,
     /// here: the poller owns it, so the comparison takes no lock).
     task: Option<Waker>,
-    /// Reset (or new) since the `Sleep` was last polled: its deadline is
-    /// not registered with the timer yet.
-    reset: bool,
 }
 
 struct Bell {
-    rung: AtomicBool,
+    /// The number of the deadline it waits for, with [`RUNG`] set once
+    /// that deadline has passed: a ring meant for a deadline since moved
+    /// finds another number and is lost, as it should be.
+    state: AtomicU64,
     task: Mutex<Option<Waker>>,
 }
 
-impl Wake for Bell {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
+const RUNG: u64 = 1 << 63;
+
+impl Bell {
+    fn ring(&self, id: u64) {
+        let rang = self
+            .state
+            .compare_exchange(id, id | RUNG, Ordering::Release, Ordering::Relaxed)
+            .is_ok();
+        if rang {
+            if let Some(task) = self.task.lock().as_ref() {
+                task.wake_by_ref();
+            }
+        }
     }
 
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.rung.store(true, Ordering::Release);
-        if let Some(task) = self.task.lock().as_ref() {
-            task.wake_by_ref();
+    fn rung(&self) -> bool {
+        self.state.load(Ordering::Acquire) & RUNG != 0
+    }
+}
+
+/// A deadline and a number unique to the alarm that set it.
+type Key = (std::time::Instant, u64);
+
+/// The process's alarms and the thread that rings them.
+struct Clock {
+    schedule: Mutex<Schedule>,
+    /// Signalled when an alarm goes ahead of the earliest.
+    sooner: Condvar,
+    next_id: AtomicU64,
+}
+
+#[derive(Default)]
+struct Schedule {
+    due: BTreeMap<Key, Arc<Bell>>,
+    /// Whether the ringing thread runs (it is started by the first alarm
+    /// that waits, and started again there if the system refused it).
+    running: bool,
+}
+
+fn clock() -> &'static Clock {
+    static CLOCK: OnceLock<Clock> = OnceLock::new();
+    CLOCK.get_or_init(|| Clock {
+        schedule: Mutex::new(Schedule::default()),
+        sooner: Condvar::new(),
+        next_id: AtomicU64::new(0),
+    })
+}
+
+impl Clock {
+    /// Schedules `bell` to ring at `at`, under a number of its own.
+    fn add(&'static self, at: std::time::Instant, bell: &Arc<Bell>) -> Key {
+        // From 1: a bell whose state is 0 waits for nothing.
+        let key = (at, self.next_id.fetch_add(1, Ordering::Relaxed) + 1);
+        bell.state.store(key.1, Ordering::Relaxed);
+        let mut s = self.schedule.lock();
+        let first = s.due.first_key_value().is_none_or(|(k, _)| key < *k);
+        s.due.insert(key, bell.clone());
+        if !s.running {
+            s.running = self.start();
+        } else if first {
+            self.sooner.notify_one();
+        }
+        key
+    }
+
+    fn remove(&self, key: &Key) {
+        self.schedule.lock().due.remove(key);
+    }
+
+    /// Starts the ringing thread; whether it runs. Refused (the process is
+    /// out of threads), the alarms wait until the next one is set tries
+    /// again, and the refusal is logged.
+    fn start(&'static self) -> bool {
+        let started = std::thread::Builder::new()
+            .name("tram-alarm".into())
+            .spawn(move || self.ring_due());
+        if let Err(e) = &started {
+            tracing::error!("tram: cannot start the thread that rings connections' timers: {e}");
+        }
+        started.is_ok()
+    }
+
+    /// The ringing thread: rings every alarm due, then sleeps until the
+    /// earliest left or until one goes ahead of it.
+    fn ring_due(&self) {
+        let mut s = self.schedule.lock();
+        loop {
+            let now = std::time::Instant::now();
+            let mut rung = Vec::new();
+            while let Some(entry) = s.due.first_entry() {
+                if entry.key().0 > now {
+                    break;
+                }
+                let id = entry.key().1;
+                rung.push((id, entry.remove()));
+            }
+            if !rung.is_empty() {
+                // Woken outside the lock: a woken task may set its next
+                // alarm at once.
+                parking_lot::MutexGuard::unlocked(&mut s, || {
+                    rung.iter().for_each(|(id, b)| b.ring(*id))
+                });
+                continue;
+            }
+            match s.due.first_key_value().map(|(k, _)| k.0) {
+                Some(at) => {
+                    self.sooner.wait_until(&mut s, at);
+                }
+                None => self.sooner.wait(&mut s),
+            }
         }
     }
 }
@@ -50,114 +160,73 @@ impl Wake for Bell {
 impl Alarm {
     /// An alarm due at `at`.
     pub(crate) fn new(at: Instant) -> Alarm {
-        let bell = Arc::new(Bell {
-            rung: AtomicBool::new(false),
-            task: Mutex::new(None),
-        });
-        Alarm {
-            sleep: Box::pin(tokio::time::sleep_until(at)),
-            waker: Waker::from(bell.clone()),
-            bell,
+        let mut alarm = Alarm {
+            bell: Arc::new(Bell {
+                state: AtomicU64::new(0),
+                task: Mutex::new(None),
+            }),
+            deadline: at,
+            key: None,
             task: None,
-            reset: true,
-        }
+        };
+        alarm.set(at);
+        alarm
     }
 
     /// When it is due.
     pub(crate) fn deadline(&self) -> Instant {
-        self.sleep.deadline()
+        self.deadline
     }
 
     /// Makes it due at `at` instead.
     pub(crate) fn reset(&mut self, at: Instant) {
-        self.sleep.as_mut().reset(at);
-        self.reset = true;
+        if let Some(key) = self.key.take() {
+            clock().remove(&key);
+        }
+        self.deadline = at;
+        self.set(at);
     }
 
-    /// Ready once the deadline has passed; until then the task polling it
-    /// is woken when it does.
+    fn set(&mut self, at: Instant) {
+        let at = at.into_std();
+        if at <= std::time::Instant::now() {
+            self.bell.state.store(RUNG, Ordering::Relaxed);
+        } else {
+            self.key = Some(clock().add(at, &self.bell));
+        }
+    }
+
+    /// Ready once the deadline has passed (until a reset); until then the
+    /// task polling it is woken when it does.
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if !self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+            // Handed over before the bell is looked at: a ring after the
+            // look wakes this waker (the bell's lock orders the two).
             *self.bell.task.lock() = Some(cx.waker().clone());
             self.task = Some(cx.waker().clone());
-            // A task that moved to another waker may have missed a ring.
-            self.reset = true;
         }
-        if !self.reset && !self.bell.rung.load(Ordering::Acquire) {
-            return Poll::Pending;
+        if self.bell.rung() {
+            // Rung: the clock has let it go.
+            self.key = None;
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
-        self.reset = false;
-        // Cleared before the poll: a ring from here on is seen next time.
-        self.bell.rung.store(false, Ordering::Relaxed);
-        self.sleep
-            .as_mut()
-            .poll(&mut Context::from_waker(&self.waker))
+    }
+
+    #[cfg(test)]
+    fn is_scheduled(key: &Key) -> bool {
+        clock().schedule.lock().due.contains_key(key)
+    }
+}
+
+impl Drop for Alarm {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            clock().remove(&key);
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    const MS: Duration = Duration::from_millis(1);
-
-    /// Polls `alarm` once in the task polling this future.
-    async fn poll_once(alarm: &mut Alarm) -> Poll<()> {
-        std::future::poll_fn(|cx| Poll::Ready(alarm.poll(cx))).await
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn rings_once_due_and_wakes_the_task() {
-        let mut alarm = Alarm::new(Instant::now() + 10 * MS);
-        assert!(poll_once(&mut alarm).await.is_pending());
-        // Polls before it is due skip the timer and stay pending.
-        for _ in 0..3 {
-            assert!(poll_once(&mut alarm).await.is_pending());
-        }
-        // Waiting on it alone: only its ring can wake the task.
-        tokio::time::timeout(
-            Duration::from_secs(1),
-            std::future::poll_fn(|cx| alarm.poll(cx)),
-        )
-        .await
-        .expect("the alarm woke its task");
-        assert!(Instant::now() >= alarm.deadline());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_reset_moves_the_deadline_both_ways() {
-        let start = Instant::now();
-        let mut alarm = Alarm::new(start + Duration::from_secs(3600));
-        assert!(poll_once(&mut alarm).await.is_pending());
-        alarm.reset(start + 5 * MS);
-        std::future::poll_fn(|cx| alarm.poll(cx)).await;
-        assert!(Instant::now() >= start + 5 * MS);
-        assert!(Instant::now() < start + Duration::from_secs(1));
-        // Later again: pending until then.
-        alarm.reset(Instant::now() + 20 * MS);
-        assert!(poll_once(&mut alarm).await.is_pending());
-        tokio::time::advance(10 * MS).await;
-        assert!(poll_once(&mut alarm).await.is_pending());
-        std::future::poll_fn(|cx| alarm.poll(cx)).await;
-        assert!(Instant::now() >= start + 25 * MS);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_new_task_is_woken_too() {
-        let start = Instant::now();
-        let mut alarm = Alarm::new(start + 10 * MS);
-        assert!(poll_once(&mut alarm).await.is_pending());
-        // Polled from another task from now on.
-        let waited = tokio::spawn(async move {
-            std::future::poll_fn(|cx| alarm.poll(cx)).await;
-            Instant::now()
-        });
-        let at = tokio::time::timeout(Duration::from_secs(1), waited)
-            .await
-            .expect("the alarm woke the task that polls it now")
-            .unwrap();
-        assert!(at - start >= 10 * MS);
-    }
-}
+mod tests;
