@@ -141,7 +141,9 @@ where
     let state = match (handler, call.deadline) {
         (Ok(fut), None) => One::Handler { fut },
         (Ok(fut), Some(at)) => One::Deadline {
-            fut: Box::pin(tokio::time::timeout_at(at, fut)),
+            fut,
+            at,
+            timer: None,
         },
         (Err(status), _) => One::Failed {
             status: Some(status),
@@ -155,7 +157,10 @@ pin_project_lite::pin_project! {
     /// common case is small and moves little: the handler's own future
     /// beside the call, the answer queued synchronously when it is ready.
     /// The deadline's timer and waiting for room in the outbound queue are
-    /// boxed, for the calls that need them.
+    /// boxed, for the calls that need them; the timer is made only once
+    /// the handler has waited (one that answers at once, as most do,
+    /// never registers one with the runtime's timer, whose lock every
+    /// worker shares).
     struct RespondOne<Fut> {
         call: IncomingCall,
         #[pin]
@@ -167,7 +172,12 @@ pin_project_lite::pin_project! {
     #[project = OneProj]
     enum One<Fut> {
         Handler { #[pin] fut: Fut },
-        Deadline { fut: Pin<Box<tokio::time::Timeout<Fut>>> },
+        Deadline {
+            #[pin]
+            fut: Fut,
+            at: tokio::time::Instant,
+            timer: Option<Pin<Box<tokio::time::Sleep>>>,
+        },
         Failed { status: Option<Status> },
         Sending { fut: BoxFuture },
     }
@@ -186,9 +196,16 @@ where
             let _in_call = this.call.observed.as_deref().map(Observed::enter);
             match this.state.as_mut().project() {
                 OneProj::Handler { fut } => ready!(fut.poll(cx)),
-                OneProj::Deadline { fut } => {
-                    ready!(fut.as_mut().poll(cx)).unwrap_or_else(|_| Err(deadline::exceeded()))
-                }
+                OneProj::Deadline { fut, at, timer } => match fut.poll(cx) {
+                    Poll::Ready(outcome) => outcome,
+                    Poll::Pending => {
+                        let at = *at;
+                        let timer =
+                            timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                        ready!(timer.as_mut().poll(cx));
+                        Err(deadline::exceeded())
+                    }
+                },
                 OneProj::Failed { status } => Err(status
                     .take()
                     .unwrap_or_else(|| Status::internal("call polled after its end"))),
