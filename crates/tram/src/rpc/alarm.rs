@@ -10,8 +10,9 @@
 //! checked when it rings, not moved by every read), so one thread keeps
 //! them all: it sleeps until the earliest, rings the alarms due, and wakes
 //! their tasks. A runtime whose own timers are empty then parks without a
-//! timeout. (Calls' deadlines stay on the runtime's timer: they are the
-//! caller's, and precise.)
+//! timeout. A client's unary calls ring their deadlines through one alarm
+//! a connection (`client/deadlines.rs`); other deadlines (a server's
+//! handler that waits, streams) stay on the runtime's timer.
 //!
 //! Polling an alarm that has not rung costs a waker comparison and a load:
 //! a connection task is polled at every read.
@@ -194,6 +195,11 @@ impl Alarm {
         } else {
             self.key = Some(clock().add(at, &self.bell));
         }
+    }
+
+    /// Whether it has rung (and not been reset since).
+    pub(crate) fn rung(&self) -> bool {
+        self.bell.rung()
     }
 
     /// Ready once the deadline has passed (until a reset); until then the

@@ -9,7 +9,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tram_wire::{Call, CallId, Code, Metadata};
@@ -20,6 +20,7 @@ use super::super::intercept::ClientInterceptor;
 use super::super::stream::CallShared;
 use super::super::unary::Answer;
 use super::calls::{CallKind, Calls, Effects, Refused};
+use super::deadlines::DeadlineTimer;
 use super::share::ConnRef;
 use crate::balance::endpoint::{Stats, nanos};
 use crate::conn::{self, Locked, Sender};
@@ -52,6 +53,8 @@ pub(crate) struct ClientConn {
     abandoned: AtomicBool,
     /// Where its calls' times and outcomes go, when its channel balances.
     stats: Option<Arc<Stats>>,
+    /// The timer for its unary calls' deadlines.
+    pub(super) deadlines: DeadlineTimer,
 }
 
 /// Why [`ClientConn::try_open_unary`] did not open the call.
@@ -87,6 +90,7 @@ impl ClientConn {
             received: AtomicU64::new(0),
             abandoned: AtomicBool::new(false),
             stats,
+            deadlines: DeadlineTimer::default(),
         }
     }
 
@@ -361,17 +365,20 @@ impl ConnRef {
         path: &str,
         msg: &M,
         metadata: Metadata,
-        timeout: Option<Duration>,
+        // The timeout sent, and the deadline it makes here.
+        timeout: Option<(Duration, Instant)>,
         waker: &Waker,
         picked: u64,
     ) -> Result<CallHandle, NotOpened> {
+        let deadline = timeout.map(|(_, at)| at);
         let metadata = self.intercept(path, metadata).map_err(NotOpened::Failed)?;
         // The call is registered and its CALL queued under one lock. As in
         // `open`, a lone call is written inline (once the lock is released),
         // one among others queued for the writer task's next batch.
         let mut calls = self.calls();
         let opened = if self.stats.is_some() { picked } else { 0 };
-        let (id, alone) = match calls.open(CallKind::Unary(Some(waker.clone())), true, opened) {
+        let kind = CallKind::Unary(Some(waker.clone()));
+        let (id, alone) = match calls.open_until(kind, true, opened, deadline) {
             Ok(opened) => {
                 self.publish(&calls);
                 opened
@@ -380,16 +387,20 @@ impl ConnRef {
             Err(Refused::Broken(_)) => return Err(NotOpened::Later(metadata)),
             Err(Refused::Full) => return Err(NotOpened::Later(metadata)),
         };
-        let mut head = call_head(id, true, timeout, metadata);
+        let mut head = call_head(id, true, timeout.map(|(t, _)| t), metadata);
         let open = Open {
             path,
             head: &mut head,
             msg: Some(msg),
         };
         let pushed = calls.out().try_push(open, alone);
+        let set_timer = deadline.filter(|&at| calls.deadline_to_set(at));
         // Released before the handle exists: dropping an unsent handle
         // takes the lock to free the entry.
         drop(calls);
+        if let Some(at) = set_timer {
+            self.deadlines.set(at);
+        }
         // The handle takes over the caller's reference to the connection
         // (a reference count is a line every caller's thread shares).
         let mut handle = self.handle(id);

@@ -21,6 +21,7 @@
 mod builder;
 pub(super) mod calls;
 mod conn;
+mod deadlines;
 mod fleet;
 mod pool;
 mod reader;

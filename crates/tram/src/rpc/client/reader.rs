@@ -150,6 +150,7 @@ async fn read_loop(
     // task runnable, and a read's callers take turns with the whole queue.
     let relay = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    let mut first_poll = true;
     loop {
         let received = tokio::select! {
             biased;
@@ -158,6 +159,12 @@ async fn read_loop(
                 let mut calls = conn.calls();
                 calls.flush_relay(&mut fx);
                 conn.apply(calls, &mut fx);
+                continue;
+            }
+            () = std::future::poll_fn(|cx| {
+                conn.deadlines.poll(std::mem::take(&mut first_poll), cx)
+            }) => {
+                conn.expire_deadlines();
                 continue;
             }
             f = inbound.recv() => f,

@@ -39,7 +39,9 @@ enum UnaryState<'a, Req, Resp> {
     /// Sent: waiting for the response, and for the deadline if any.
     Waiting {
         call: CallHandle,
-        deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+        /// The call's deadline: its connection's timer wakes the caller
+        /// once it passes (`deadlines.rs`).
+        deadline: Option<std::time::Instant>,
         /// Just sent: the waker is registered with the call already.
         first: bool,
         /// The call as observed, when anything watches (kept in the
@@ -104,8 +106,8 @@ where
                             return Poll::Ready(outcome);
                         }
                     }
-                    if let Some(sleep) = deadline {
-                        if sleep.as_mut().poll(cx).is_ready() {
+                    if let Some(at) = *deadline {
+                        if std::time::Instant::now() >= at {
                             // Dropping the handle cancels the call.
                             let outcome = Err(deadline::exceeded());
                             ended(observed.take(), &outcome);
@@ -209,11 +211,12 @@ where
     };
     let (msg, metadata, timeout) = request.into_parts();
     // The deadline runs from here, before anything is sent.
-    let sleep = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
-    match conn.try_open_unary(path, &msg, metadata, timeout, cx.waker(), picked) {
+    let limit = timeout.map(|t| (t, std::time::Instant::now() + t));
+    let deadline = limit.map(|(_, at)| at);
+    match conn.try_open_unary(path, &msg, metadata, limit, cx.waker(), picked) {
         Ok(call) => UnaryState::Waiting {
             call,
-            deadline: sleep,
+            deadline,
             first: true,
             observed,
         },

@@ -33,6 +33,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use tram_wire::{CallId, Cancel, Code, End, Frame, MessageRun, Settings};
 
@@ -85,6 +86,9 @@ pub(crate) struct Calls {
     relay: VecDeque<Waker>,
     /// The same for long reads: each wakes the first two.
     fan: VecDeque<Waker>,
+    /// When the connection's deadline timer is set to ring, if it is: at
+    /// or before the earliest deadline of a call open.
+    next_deadline: Option<Instant>,
 }
 
 /// What the connection must do after the table changed: the frames go out
@@ -137,6 +141,8 @@ struct Entry {
     abandoned: bool,
     /// When it was opened (on the balancer's clock; 0: not timed).
     opened: u64,
+    /// A unary call's deadline, whose caller is woken once it passes.
+    deadline: Option<Instant>,
 }
 
 enum State {
@@ -165,6 +171,7 @@ impl Calls {
             started: 0,
             relay: VecDeque::new(),
             fan: VecDeque::new(),
+            next_deadline: None,
         }
     }
 
@@ -230,6 +237,21 @@ impl Calls {
         end_stream: bool,
         opened: u64,
     ) -> Result<(CallId, bool), Refused> {
+        self.open_until(kind, end_stream, opened, None)
+    }
+
+    /// [`Calls::open`] for a unary call with a deadline, whose caller is
+    /// woken once it passes ([`Calls::expire`]). Until then nothing is
+    /// timed per call: the connection's one timer rings at the earliest
+    /// deadline, and is set earlier only for a call whose deadline comes
+    /// before the one it is set for ([`Calls::deadline_to_set`]).
+    pub(crate) fn open_until(
+        &mut self,
+        kind: CallKind,
+        end_stream: bool,
+        opened: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(CallId, bool), Refused> {
         if let Some(s) = &self.broken {
             return Err(Refused::Broken(s.clone()));
         }
@@ -250,9 +272,44 @@ impl Calls {
             answered: false,
             abandoned: false,
             opened,
+            deadline,
         }) as CallId;
         self.started += 1;
         Ok((id, self.entries.len() == 1))
+    }
+
+    /// Whether the connection's deadline timer must be set (earlier) for
+    /// `deadline`, a call's just opened: if so, it counts as set.
+    pub(crate) fn deadline_to_set(&mut self, deadline: Instant) -> bool {
+        if self.next_deadline.is_some_and(|at| at <= deadline) {
+            return false;
+        }
+        self.next_deadline = Some(deadline);
+        true
+    }
+
+    /// The connection's deadline timer rang at `now`: the callers of the
+    /// unary calls whose deadline has passed are to be woken (each ends
+    /// its call itself, as at any deadline it sees pass). Returns when the
+    /// timer is to ring next, the earliest deadline left, if any.
+    pub(crate) fn expire(&mut self, now: Instant, fx: &mut Effects) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        for (_, entry) in self.entries.iter_mut() {
+            let (Some(at), State::Unary { answer, waker }) = (entry.deadline, &mut entry.state)
+            else {
+                continue;
+            };
+            if entry.abandoned || answer.is_done() {
+                continue;
+            }
+            if at <= now {
+                fx.wake.extend(waker.clone());
+            } else {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+        }
+        self.next_deadline = next;
+        next
     }
 
     /// Polls a unary call. When it returns `Ready` the call is gone from

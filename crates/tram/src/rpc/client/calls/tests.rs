@@ -245,6 +245,59 @@ fn a_flush_or_a_lost_connection_wakes_the_whole_relay() {
 }
 
 #[test]
+fn the_deadline_timer_is_set_for_the_earliest_and_wakes_whose_deadline_passed() {
+    let mut calls = Calls::new();
+    let t0 = std::time::Instant::now();
+    let ms = std::time::Duration::from_millis(1);
+    let open = |calls: &mut Calls, at: Option<std::time::Instant>| {
+        let (count, waker) = counting();
+        let (id, _) = match calls.open_until(CallKind::Unary(Some(waker)), true, 0, at) {
+            Ok(opened) => opened,
+            Err(_) => panic!("opens"),
+        };
+        (id, count)
+    };
+    let (_, late) = open(&mut calls, Some(t0 + 30 * ms));
+    assert!(
+        calls.deadline_to_set(t0 + 30 * ms),
+        "the first sets the timer"
+    );
+    let (_, none) = open(&mut calls, None);
+    let (soon_id, soon) = open(&mut calls, Some(t0 + 10 * ms));
+    assert!(
+        calls.deadline_to_set(t0 + 10 * ms),
+        "an earlier one sets it sooner"
+    );
+    let (_, later) = open(&mut calls, Some(t0 + 20 * ms));
+    assert!(
+        !calls.deadline_to_set(t0 + 20 * ms),
+        "a later one leaves it"
+    );
+    // Answered before its deadline: not woken for it.
+    let mut fx = Effects::default();
+    calls.frame(message(soon_id, true), &mut fx).unwrap();
+    fx.wake.clear();
+    assert_eq!(calls.expire(t0 + 5 * ms, &mut fx), Some(t0 + 20 * ms));
+    assert!(fx.wake.is_empty(), "nothing passed yet");
+    assert_eq!(calls.expire(t0 + 25 * ms, &mut fx), Some(t0 + 30 * ms));
+    fx.wake.drain(..).for_each(Waker::wake);
+    assert_eq!(
+        [wakes(&late), wakes(&none), wakes(&soon), wakes(&later)],
+        [0, 0, 0, 1],
+        "only the call whose deadline passed"
+    );
+    assert_eq!(
+        calls.expire(t0 + 40 * ms, &mut fx),
+        None,
+        "none left to time"
+    );
+    assert!(
+        calls.deadline_to_set(t0 + 50 * ms),
+        "a new deadline sets it again"
+    );
+}
+
+#[test]
 fn losing_the_connection_fails_every_call() {
     let mut calls = Calls::new();
     let mut fx = Effects::default();
