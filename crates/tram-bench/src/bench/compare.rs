@@ -62,6 +62,12 @@ pub(crate) struct Args {
     /// a task per call. The floor keeps its own pipelined loop.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     calls_per_task: u16,
+    /// Every call of a system that has deadlines (tram's, tonic) carries
+    /// this timeout, as a service's calls usually do; protosocket-rpc and
+    /// the floors have none and run as without. `targets` leaves such a
+    /// run out.
+    #[arg(long)]
+    timeout_ms: Option<u64>,
     #[command(flatten)]
     pub(crate) proc: ProcArgs,
 }
@@ -76,10 +82,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     )?;
     let servers = &setup.servers;
     let rt = client_runtime(&args.proc)?;
-    let per_task = match args.calls_per_task {
+    let mut per_task = match args.calls_per_task {
         1 => String::new(),
         k => format!(", {k} calls in flight per client task"),
     };
+    if let Some(ms) = args.timeout_ms {
+        per_task += &format!(", every call with a {ms} ms timeout (tram, tonic)");
+    }
     println!(
         "unary echo: {} rounds x {}s per system, {}{per_task}, systems interleaved",
         args.rounds,
@@ -122,6 +131,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         rounds: args.rounds,
         secs: args.secs,
         calls_per_task: usize::from(args.calls_per_task),
+        timeout_ms: args.timeout_ms,
         settings: results,
     };
     let json = write_json(&args.proc.out, "compare.json", &report)?;
@@ -158,7 +168,8 @@ async fn measure(
     let task = match system {
         System::Floor => tokio::spawn(systems::floor_closed_loop(load, addr)),
         _ => {
-            let client = UnaryClient::connect(system, addr).await?;
+            let timeout = args.timeout_ms.map(Duration::from_millis);
+            let client = UnaryClient::connect(system, addr).await?.timed(timeout);
             tokio::spawn(callers(load, client))
         }
     };

@@ -16,6 +16,9 @@ pub(crate) struct CompareReport {
     pub(crate) secs: f64,
     /// Calls each client task kept in flight (1: a task per call).
     pub(crate) calls_per_task: usize,
+    /// The timeout every call of tram and tonic carried, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) timeout_ms: Option<u64>,
     pub(crate) settings: Vec<Setting>,
 }
 

@@ -20,6 +20,7 @@ mod tonic;
 mod tram;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::TcpListener;
@@ -233,7 +234,9 @@ async fn fleet_delay() {
 #[derive(Clone)]
 pub(crate) enum UnaryClient {
     Tram(::tram::Channel),
+    TramTimed(Timed<::tram::Channel>),
     Tonic(echo::pb::echo_client::EchoClient<::tonic::transport::Channel>),
+    TonicTimed(Timed<echo::pb::echo_client::EchoClient<::tonic::transport::Channel>>),
     Protosocket(protosocket::Client),
     Json(Box<json::JsonClient>),
     FloorTasks(floor_tasks::TaskClient),
@@ -310,7 +313,9 @@ impl UnaryClient {
     pub(crate) async fn call(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
         match self {
             UnaryClient::Tram(c) => c.echo(id, payload).await,
+            UnaryClient::TramTimed(c) => c.echo(id, payload).await,
             UnaryClient::Tonic(c) => c.echo(id, payload).await,
+            UnaryClient::TonicTimed(c) => c.echo(id, payload).await,
             UnaryClient::Protosocket(c) => c.echo(id, payload).await,
             UnaryClient::Json(c) => c.echo(id, payload).await,
             UnaryClient::FloorTasks(c) => c.echo(id, payload).await,
@@ -321,10 +326,23 @@ impl UnaryClient {
     pub(crate) fn with<W: WithEcho>(self, w: W) -> W::Output {
         match self {
             UnaryClient::Tram(c) => w.with(c),
+            UnaryClient::TramTimed(c) => w.with(c),
             UnaryClient::Tonic(c) => w.with(c),
+            UnaryClient::TonicTimed(c) => w.with(c),
             UnaryClient::Protosocket(c) => w.with(c),
             UnaryClient::Json(c) => w.with(c),
             UnaryClient::FloorTasks(c) => w.with(c),
+        }
+    }
+
+    /// The client whose every call carries `timeout`, for a system that
+    /// has deadlines (tram's and tonic's); the others, and `None`, as they
+    /// are.
+    pub(crate) fn timed(self, timeout: Option<Duration>) -> UnaryClient {
+        match (self, timeout) {
+            (UnaryClient::Tram(c), Some(t)) => UnaryClient::TramTimed(Timed(c, t)),
+            (UnaryClient::Tonic(c), Some(t)) => UnaryClient::TonicTimed(Timed(c, t)),
+            (c, _) => c,
         }
     }
 
@@ -375,6 +393,27 @@ impl Echo for ::tram::Channel {
             .unary(echo::PATH, ::tram::Request::new(message))
             .await?;
         Ok(r.get_ref().id)
+    }
+}
+
+/// A client whose every call carries a timeout (`compare --timeout-ms`).
+#[derive(Clone)]
+pub(crate) struct Timed<C>(C, Duration);
+
+impl Echo for Timed<::tram::Channel> {
+    async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
+        let message = TramEchoMessage { id, payload };
+        let request = ::tram::Request::new(message).with_timeout(self.1);
+        let r: ::tram::Response<TramEchoMessage> = self.0.unary(echo::PATH, request).await?;
+        Ok(r.get_ref().id)
+    }
+}
+
+impl Echo for Timed<echo::pb::echo_client::EchoClient<::tonic::transport::Channel>> {
+    async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
+        let mut request = ::tonic::Request::new(EchoMessage { id, payload });
+        request.set_timeout(self.1);
+        Ok(self.0.say(request).await?.get_ref().id)
     }
 }
 

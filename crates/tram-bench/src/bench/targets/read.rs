@@ -46,6 +46,11 @@ fn not_default(json: &Value) -> Option<String> {
             client_workers.map_or("as the server's".into(), |w| w.to_string()),
         ));
     }
+    if let Some(ms) = json.get("timeout_ms").and_then(Value::as_u64) {
+        return Some(format!(
+            "not the default setting (every call with a {ms} ms timeout)"
+        ));
+    }
     match json.pointer("/machine/build").and_then(Value::as_str) {
         None | Some("release") => None,
         Some(build) => Some(format!("the {build} build")),
