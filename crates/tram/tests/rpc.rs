@@ -285,6 +285,51 @@ async fn deadlines_fire_on_both_sides() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_on_one_connection_each_end_at_their_own_deadline() {
+    // The client's connection keeps one timer, for the earliest deadline
+    // of its calls: after each ring it is set for the next, and a call
+    // answered in time is not ended by it.
+    let (builder, _dropped) = with_hang(echo_service());
+    let (addr, _stop, _task) = start(builder.build()).await;
+    let ch = Channel::new(addr.to_string());
+    let ok: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(0)))
+        .await
+        .unwrap();
+    assert_eq!(ok.get_ref().id, 0);
+    let started = Instant::now();
+    let hang = |ms: u64| {
+        let ch = ch.clone();
+        tokio::spawn(async move {
+            let request = Request::new(echo(ms)).with_timeout(Duration::from_millis(ms));
+            let err = ch
+                .unary::<_, Echo>("/test.Echo/Hang", request)
+                .await
+                .unwrap_err();
+            (err.code(), started.elapsed())
+        })
+    };
+    // Opened out of deadline order: the second comes first.
+    let calls = [hang(300), hang(100), hang(200)];
+    let answered: Response<Echo> = ch
+        .unary(
+            "/test.Echo/Say",
+            Request::new(echo(7)).with_timeout(Duration::from_millis(150)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answered.get_ref().id, 7, "answered in time");
+    for (call, ms) in calls.into_iter().zip([300, 100, 200]) {
+        let (code, after) = within(5, "a deadline", call).await.unwrap();
+        assert_eq!(code, Code::DeadlineExceeded);
+        assert!(
+            after >= Duration::from_millis(ms),
+            "{ms} ms call ended after {after:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_methods_are_unimplemented_and_the_connection_stays_up() {
     let (addr, _stop, _task) = start(echo_service().build()).await;
     let ch = Channel::new(addr.to_string());

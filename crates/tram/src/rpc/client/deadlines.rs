@@ -39,9 +39,29 @@ impl DeadlineTimer {
     pub(super) fn set(&self, at: Instant) {
         let at = tokio::time::Instant::from_std(at);
         let mut s = self.state.lock();
-        let s = &mut *s;
+        if let Some(alarm) = &s.alarm {
+            if alarm.rung() || alarm.deadline() <= at {
+                return;
+            }
+        }
+        self.arm(&mut s, at);
+    }
+
+    /// After a ring: sets the alarm for `next`, the earliest deadline left,
+    /// or lets it go.
+    fn rang(&self, next: Option<Instant>) {
+        let mut s = self.state.lock();
+        match next {
+            Some(at) => self.arm(&mut s, tokio::time::Instant::from_std(at)),
+            None => {
+                s.alarm = None;
+                self.set.store(false, Ordering::Release);
+            }
+        }
+    }
+
+    fn arm(&self, s: &mut TimerState, at: tokio::time::Instant) {
         match &mut s.alarm {
-            Some(alarm) if alarm.rung() || alarm.deadline() <= at => return,
             Some(alarm) => alarm.reset(at),
             None => s.alarm = Some(Alarm::new(at)),
         }
@@ -78,15 +98,7 @@ impl ClientConn {
         let next = calls.expire(Instant::now(), &mut fx);
         // Under the table's lock: a call opened meanwhile finds the timer
         // as the table says it is.
-        let timer = &self.deadlines;
-        {
-            let mut s = timer.state.lock();
-            s.alarm = None;
-            timer.set.store(false, Ordering::Release);
-        }
-        if let Some(at) = next {
-            timer.set(at);
-        }
+        self.deadlines.rang(next);
         self.apply(calls, &mut fx);
     }
 }
