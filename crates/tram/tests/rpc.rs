@@ -330,6 +330,28 @@ async fn calls_on_one_connection_each_end_at_their_own_deadline() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_passed_at_the_start_leaves_the_next_call_its_own() {
+    // A call whose deadline has passed as it opens sets the connection's
+    // timer to ring at once (which wakes the reader itself; the server's
+    // answer to the call's CANCEL would too); the call after it must
+    // still end at its own.
+    let (builder, _dropped) = with_hang(echo_service());
+    let (addr, _stop, _task) = start(builder.build()).await;
+    let ch = Channel::new(addr.to_string());
+    let ok: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(0)))
+        .await
+        .unwrap();
+    assert_eq!(ok.get_ref().id, 0);
+    for ms in [0, 100] {
+        let request = Request::new(echo(ms)).with_timeout(Duration::from_millis(ms));
+        let call = ch.unary::<_, Echo>("/test.Echo/Hang", request);
+        let err = within(5, "a deadline", call).await.unwrap_err();
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{ms} ms");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_methods_are_unimplemented_and_the_connection_stays_up() {
     let (addr, _stop, _task) = start(echo_service().build()).await;
     let ch = Channel::new(addr.to_string());

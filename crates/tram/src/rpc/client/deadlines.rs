@@ -67,8 +67,11 @@ impl DeadlineTimer {
         }
         self.set.store(true, Ordering::Release);
         if let (Some(alarm), Some(reader)) = (&mut s.alarm, &s.reader) {
-            // Hands the reader's waker to the alarm.
-            let _ = alarm.poll(&mut Context::from_waker(reader));
+            // Hands the reader's waker to the alarm; one due already rings
+            // at once, which no thread does for it.
+            if alarm.poll(&mut Context::from_waker(reader)).is_ready() {
+                reader.wake_by_ref();
+            }
         }
     }
 
