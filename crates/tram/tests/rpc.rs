@@ -284,19 +284,26 @@ async fn deadlines_fire_on_both_sides() {
     assert_eq!(err.code(), Code::DeadlineExceeded);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_on_one_connection_each_end_at_their_own_deadline() {
-    // The client's connection keeps one timer, for the earliest deadline
-    // of its calls: after each ring it is set for the next, and a call
-    // answered in time is not ended by it.
-    let (builder, _dropped) = with_hang(echo_service());
-    let (addr, _stop, _task) = start(builder.build()).await;
+/// A channel connected (one call answered) to an echo server whose
+/// `/test.Echo/Hang` never answers; the second item keeps the server up.
+async fn connected_to_hang() -> (Channel, impl Sized) {
+    let (builder, dropped) = with_hang(echo_service());
+    let (addr, stop, task) = start(builder.build()).await;
     let ch = Channel::new(addr.to_string());
     let ok: Response<Echo> = ch
         .unary("/test.Echo/Say", Request::new(echo(0)))
         .await
         .unwrap();
     assert_eq!(ok.get_ref().id, 0);
+    (ch, (dropped, stop, task))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_on_one_connection_each_end_at_their_own_deadline() {
+    // The client's connection keeps one timer, for the earliest deadline
+    // of its calls: after each ring it is set for the next, and a call
+    // answered in time is not ended by it.
+    let (ch, _server) = connected_to_hang().await;
     let started = Instant::now();
     let hang = |ms: u64| {
         let ch = ch.clone();
@@ -335,14 +342,7 @@ async fn a_deadline_passed_at_the_start_leaves_the_next_call_its_own() {
     // timer to ring at once (which wakes the reader itself; the server's
     // answer to the call's CANCEL would too); the call after it must
     // still end at its own.
-    let (builder, _dropped) = with_hang(echo_service());
-    let (addr, _stop, _task) = start(builder.build()).await;
-    let ch = Channel::new(addr.to_string());
-    let ok: Response<Echo> = ch
-        .unary("/test.Echo/Say", Request::new(echo(0)))
-        .await
-        .unwrap();
-    assert_eq!(ok.get_ref().id, 0);
+    let (ch, _server) = connected_to_hang().await;
     for ms in [0, 100] {
         let request = Request::new(echo(ms)).with_timeout(Duration::from_millis(ms));
         let call = ch.unary::<_, Echo>("/test.Echo/Hang", request);
