@@ -284,6 +284,53 @@ async fn deadlines_fire_on_both_sides() {
     assert_eq!(err.code(), Code::DeadlineExceeded);
 }
 
+/// A server's request passed on to another call carries the time left
+/// until its own deadline, not the timeout its client first set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_passed_on_carries_the_time_left() {
+    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel();
+    let inner = Server::builder()
+        .unary("/test.Echo/Say", move |req: Request<Echo>| {
+            let _ = seen_tx.send(req.time_left());
+            async move { Ok(Response::new(req.into_inner())) }
+        })
+        .build();
+    let (inner_addr, _inner_stop, _inner_task) = start(inner).await;
+    let onward = Channel::new(inner_addr.to_string());
+    let outer = Server::builder()
+        .unary("/test.Echo/Say", move |req: Request<Echo>| {
+            let onward = onward.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                onward.unary::<_, Echo>("/test.Echo/Say", req).await
+            }
+        })
+        .build();
+    let (outer_addr, _outer_stop, _outer_task) = start(outer).await;
+    let ch = Channel::new(outer_addr.to_string());
+    let r: Response<Echo> = within(
+        10,
+        "call passed on",
+        ch.unary(
+            "/test.Echo/Say",
+            Request::new(echo(7)).with_timeout(Duration::from_secs(5)),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.get_ref().id, 7);
+    let left = seen_rx
+        .recv()
+        .await
+        .unwrap()
+        .expect("the inner server sees a deadline");
+    // 200 ms went by at the outer server before it passed the call on.
+    assert!(
+        left <= Duration::from_millis(4800) && left > Duration::ZERO,
+        "time left at the inner server {left:?}"
+    );
+}
+
 /// A channel connected (one call answered) to an echo server whose
 /// `/test.Echo/Hang` never answers; the second item keeps the server up.
 async fn connected_to_hang() -> (Channel, impl Sized) {

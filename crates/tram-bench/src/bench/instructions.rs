@@ -58,6 +58,10 @@ pub(crate) struct Args {
     /// on its own loopback port) instead of a channel to one address.
     #[arg(long)]
     endpoints: Option<usize>,
+    /// Every call carries this timeout (in milliseconds), as with
+    /// `compare --timeout-ms`: what a deadline costs a call.
+    #[arg(long, conflicts_with_all = ["floor_tasks", "stream"])]
+    timeout_ms: Option<u64>,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
@@ -107,6 +111,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 UnaryClient::Tram(channel)
             }
         };
+        let client = client.timed(args.timeout_ms.map(std::time::Duration::from_millis));
         let payload = Bytes::from(vec![0xab; args.payload]);
         call_n(&client, args.warmup, args.concurrency, &payload).await?;
         let started = std::time::Instant::now();

@@ -52,9 +52,11 @@ impl<T> Request<T> {
         self
     }
 
-    /// Sets the time the caller allows for the call.
+    /// Sets the time the caller allows for the call (on the server, in
+    /// place of the time left until the incoming call's deadline).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self.deadline = None;
         self
     }
 
@@ -78,9 +80,17 @@ impl<T> Request<T> {
         self.message
     }
 
-    /// The timeout the client set.
+    /// The time the call may take: on the client, the timeout set with
+    /// [`Request::with_timeout`]; on the server, the time left until the
+    /// caller's deadline as of now, which is what a call made on its
+    /// behalf with this request (or its parts) may take.
     pub fn timeout(&self) -> Option<Duration> {
-        self.timeout
+        match self.deadline {
+            // Read when asked, not as the request is made: most handlers
+            // never ask, and then the clock is not read.
+            Some(_) => self.time_left(),
+            None => self.timeout,
+        }
     }
 
     /// On the server: when the caller stops waiting.
@@ -98,15 +108,16 @@ impl<T> Request<T> {
         Request {
             message,
             metadata,
-            timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            timeout: None,
             deadline,
             idempotent: false,
         }
     }
 
-    /// The message, metadata and timeout.
+    /// The message, metadata and timeout ([`Request::timeout`]).
     pub fn into_parts(self) -> (T, Metadata, Option<Duration>) {
-        (self.message, self.metadata, self.timeout)
+        let timeout = self.timeout();
+        (self.message, self.metadata, timeout)
     }
 }
 
@@ -220,5 +231,41 @@ where
 
     fn into_streaming_request(self) -> Request<S> {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On the server a request's timeout is the time left until the
+    /// caller's deadline when asked, so that a request passed on carries
+    /// what is left; a timeout set on it replaces the deadline.
+    #[tokio::test(start_paused = true)]
+    async fn a_server_requests_timeout_is_the_time_left_when_asked() {
+        let deadline = Instant::now() + Duration::from_millis(100);
+        let req = Request::from_wire((), Metadata::new(), Some(deadline));
+        assert_eq!(req.timeout(), Some(Duration::from_millis(100)));
+        tokio::time::advance(Duration::from_millis(30)).await;
+        assert_eq!(req.timeout(), Some(Duration::from_millis(70)));
+        assert_eq!(req.time_left(), Some(Duration::from_millis(70)));
+        let (_, _, passed_on) = req.clone().into_parts();
+        assert_eq!(passed_on, Some(Duration::from_millis(70)));
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert_eq!(req.timeout(), Some(Duration::ZERO));
+
+        let replaced = req.with_timeout(Duration::from_secs(1));
+        assert_eq!(replaced.deadline(), None);
+        tokio::time::advance(Duration::from_millis(30)).await;
+        assert_eq!(replaced.timeout(), Some(Duration::from_secs(1)));
+        assert_eq!(replaced.into_parts().2, Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_request_without_a_deadline_has_only_its_own_timeout() {
+        let req = Request::new(()).with_timeout(Duration::from_millis(5));
+        assert_eq!(req.timeout(), Some(Duration::from_millis(5)));
+        assert_eq!(req.time_left(), None);
+        assert_eq!(Request::new(()).timeout(), None);
     }
 }

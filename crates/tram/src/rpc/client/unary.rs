@@ -97,14 +97,19 @@ where
                     first,
                     observed,
                 } => {
-                    if !std::mem::take(first) {
-                        if let Poll::Ready(outcome) = call.conn.poll_unary(call.id, cx) {
-                            call.completed();
-                            let outcome = answer::decode(outcome);
-                            ended(observed.take(), &outcome);
-                            this.state = UnaryState::Done;
-                            return Poll::Ready(outcome);
-                        }
+                    // Just sent, the call has no answer yet, and its
+                    // deadline is the connection's timer's to ring (at
+                    // once if it has passed already), so the clock is not
+                    // read for it.
+                    if std::mem::take(first) {
+                        return Poll::Pending;
+                    }
+                    if let Poll::Ready(outcome) = call.conn.poll_unary(call.id, cx) {
+                        call.completed();
+                        let outcome = answer::decode(outcome);
+                        ended(observed.take(), &outcome);
+                        this.state = UnaryState::Done;
+                        return Poll::Ready(outcome);
                     }
                     if let Some(at) = *deadline {
                         if std::time::Instant::now() >= at {

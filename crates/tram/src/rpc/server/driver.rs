@@ -211,7 +211,10 @@ struct Driver {
     /// Why the connection is closing, should it close now.
     closing: CloseReason,
     reported: Reported,
-    /// The time, read once per turn when first needed.
+    /// The time, read once per poll when first needed: the calls the poll
+    /// reads count their deadlines and observations from it (earlier than
+    /// a later CALL's read by the handling of at most [`TURNS_PER_POLL`]
+    /// turns before it, which only shortens a deadline).
     now: Option<Instant>,
     /// Its graceful close and maximum age.
     life: Life,
@@ -240,8 +243,12 @@ impl Act<'_> {
     /// When a call with `metadata` started, if it may be observed: the
     /// turn's time.
     fn started(&mut self, metadata: &Metadata) -> Option<Instant> {
-        (self.observers.watching() || !metadata.is_empty())
-            .then(|| *self.now.get_or_insert_with(Instant::now))
+        (self.observers.watching() || !metadata.is_empty()).then(|| self.clock())
+    }
+
+    /// The poll's time, read at its first use.
+    fn clock(&mut self) -> Instant {
+        *self.now.get_or_insert_with(Instant::now)
     }
 }
 
@@ -284,6 +291,10 @@ impl Effects for Act<'_> {
 
     fn cancel(&mut self, task: usize) {
         self.exec.cancel(task);
+    }
+
+    fn now(&mut self) -> Instant {
+        self.clock()
     }
 
     fn rejected(&mut self, route: Option<&Route>, metadata: Option<&Metadata>, code: Code) {

@@ -32,6 +32,10 @@ pub(crate) trait Effects {
     fn rejected(&mut self, route: Option<&Route>, metadata: Option<&Metadata>, code: Code) {
         let _ = (route, metadata, code);
     }
+    /// The time a call's deadline counts from: when its CALL was read.
+    fn now(&mut self) -> Instant {
+        Instant::now()
+    }
 }
 
 /// A call accepted, for its handler.
@@ -368,7 +372,7 @@ impl ServerCalls {
             fx.rejected(Some(route), c.metadata.as_ref(), status.code());
             return self.reject(c.call, entry, status, fx);
         }
-        let deadline = c.timeout().map(|t| Instant::now() + t);
+        let deadline = c.timeout().map(|t| fx.now() + t);
         let mut message = c.message;
         if route.kind != MethodKind::Unary {
             let peer = self.peer_settings.unwrap_or_default();
