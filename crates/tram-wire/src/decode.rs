@@ -12,7 +12,7 @@ use bytes::{Buf, BytesMut};
 
 use crate::frame::{Call, Message, flags};
 use crate::parse::decode_body;
-use crate::{Error, Frame, FrameType, varint};
+use crate::{Error, Frame, FrameType, Metadata, varint};
 
 /// A frame header: type, flags and body length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,21 +225,18 @@ pub(crate) const PLAIN_MESSAGE: u8 = (FrameType::Message as u8) << 4;
 /// The first byte of a CALL frame with no flags.
 const PLAIN_CALL: u8 = (FrameType::Call as u8) << 4;
 
-/// The two frames of every call, MESSAGE and CALL, when they carry no
-/// metadata, decoded straight from `src`: the general path builds an
+/// The two frames of every call, MESSAGE (without metadata) and CALL (with
+/// or without), decoded straight from `src`: the general path builds an
 /// intermediate form of every frame and moves it around, which for these
 /// small frames cost as much as the decoding itself. `None` for any other
 /// frame, and for any body these do not read cleanly (a call id that is not
-/// a `u32`, trailing bytes): the general path then reports the error. The
-/// frames returned are exactly the general path's.
+/// a `u32`, a metadata block that is not valid, trailing bytes): the
+/// general path then reports the error. The frames returned are exactly the
+/// general path's.
 #[inline]
 fn decode_direct(head: &Header, src: &mut BytesMut) -> Option<Frame> {
     let fl = head.flags;
-    let (call_metadata, message_metadata) = (
-        head.frame_type == FrameType::Call && fl & flags::CALL_METADATA != 0,
-        head.frame_type == FrameType::Message && fl & flags::MESSAGE_METADATA != 0,
-    );
-    if call_metadata || message_metadata {
+    if head.frame_type == FrameType::Message && fl & flags::MESSAGE_METADATA != 0 {
         return None;
     }
     let body = &src[head.header_len..head.header_len + head.body_len];
@@ -270,18 +267,31 @@ fn decode_direct(head: &Header, src: &mut BytesMut) -> Option<Frame> {
             } else {
                 None
             };
+            // The metadata block: its length, then its entries, each
+            // checked where it lies before anything is consumed.
+            let metadata_len = if fl & flags::CALL_METADATA != 0 {
+                let len = usize::try_from(next()?).ok()?;
+                let block = body.get(pos..pos.checked_add(len)?)?;
+                Metadata::validate(block).ok()?;
+                Some(len)
+            } else {
+                None
+            };
+            let fields_end = pos + metadata_len.unwrap_or(0);
             let has_message = fl & flags::CALL_MESSAGE != 0;
-            if !has_message && pos != head.body_len {
+            if !has_message && fields_end != head.body_len {
                 return None;
             }
             src.advance(head.header_len + pos);
-            let message = has_message.then(|| src.split_to(head.body_len - pos).freeze());
+            let metadata =
+                metadata_len.map(|len| Metadata::from_validated(src.split_to(len).freeze()));
+            let message = has_message.then(|| src.split_to(head.body_len - fields_end).freeze());
             Some(Frame::Call(Call {
                 call,
                 method,
                 end_stream,
                 timeout_micros,
-                metadata: None,
+                metadata,
                 message,
             }))
         }
@@ -426,6 +436,92 @@ pub(crate) mod tests {
             let general = dec.decode_any(&mut general_src);
             prop_assert_eq!(short, general);
             prop_assert_eq!(short_src, general_src);
+        }
+
+        /// CALLs with a metadata block, valid or with one byte changed,
+        /// decode as on the general path (the same frame or error, as much
+        /// of the buffer taken), and valid ones on the direct path.
+        #[test]
+        fn calls_with_metadata_decode_as_on_the_general_path(
+            entries in proptest::collection::vec(
+                (
+                    "[a-z0-9._-]{1,10}",
+                    any::<bool>(),
+                    proptest::collection::vec(any::<u8>(), 0..24),
+                    "[ -~]{0,40}",
+                ),
+                0..4,
+            ),
+            deadline in proptest::option::of(any::<u64>()),
+            message in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+            call in prop_oneof![0u64..300, any::<u32>().prop_map(u64::from)],
+            flip in proptest::option::of((any::<usize>(), any::<u8>())),
+        ) {
+            let mut block = Metadata::builder();
+            for (key, binary, bytes, text) in &entries {
+                if *binary {
+                    block.binary(&format!("{key}-bin"), bytes).unwrap();
+                } else if !key.ends_with("-bin") {
+                    block.ascii(key, text).unwrap();
+                }
+            }
+            let block = block.build();
+            let mut body = BytesMut::new();
+            varint::put(&mut body, call);
+            varint::put(&mut body, 3);
+            let mut fl = flags::CALL_METADATA | flags::END_STREAM;
+            if let Some(t) = deadline {
+                fl |= flags::CALL_DEADLINE;
+                varint::put(&mut body, t);
+            }
+            varint::put(&mut body, block.encoded_len() as u64);
+            body.extend_from_slice(block.as_bytes());
+            if let Some(m) = &message {
+                fl |= flags::CALL_MESSAGE;
+                body.extend_from_slice(m);
+            }
+            let bytes = raw(FrameType::Call, fl, &[], &body);
+            let valid = flip.is_none();
+            let mut bytes = bytes;
+            if let Some((at, to)) = flip {
+                // Any byte after the frame's first (the type and flags).
+                let at = 1 + at % (bytes.len() - 1);
+                bytes[at] = to;
+            }
+            let mut dec = FrameDecoder::new(1 << 20);
+            let (mut fast_src, mut general_src) = (bytes.clone(), bytes.clone());
+            let fast = dec.decode(&mut fast_src);
+            // The general path alone: the header, then the body's parse.
+            let general = match Header::parse(&general_src, 1 << 20) {
+                Ok(Some(head)) if general_src.len() >= head.header_len + head.body_len => {
+                    decode_body(
+                        head.frame_type,
+                        head.flags,
+                        &mut general_src,
+                        head.header_len,
+                        head.body_len,
+                    )
+                    .map(Some)
+                }
+                Ok(_) => Ok(None),
+                Err(e) => Err(e),
+            };
+            prop_assert_eq!(&fast, &general);
+            if fast.is_ok() {
+                prop_assert_eq!(fast_src, general_src);
+            }
+            if valid {
+                let head = Header::parse(&bytes, 1 << 20).unwrap().unwrap();
+                let mut direct_src = bytes.clone();
+                let direct = decode_direct(&head, &mut direct_src);
+                prop_assert!(direct.is_some(), "a valid CALL with metadata takes the direct path");
+                prop_assert_eq!(Ok(Some(direct.unwrap())), fast);
+                let Ok(Some(Frame::Call(c))) = general else {
+                    return Err(TestCaseError::fail("a valid CALL decodes to a CALL"));
+                };
+                prop_assert_eq!(c.metadata, Some(block));
+                prop_assert_eq!(c.message.map(|m| m.to_vec()), message);
+            }
         }
 
         /// Whenever the direct path decodes a frame, the general path

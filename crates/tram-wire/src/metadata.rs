@@ -88,7 +88,32 @@ impl Metadata {
 
     /// The value of the first entry with this key.
     pub fn get(&self, key: &str) -> Option<&[u8]> {
-        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+        // Compared as bytes: a server asks every call's block for its trace
+        // context, and the keys need no UTF-8 check to be compared.
+        let mut rest = &self.raw[..];
+        while !rest.is_empty() {
+            let (k, value, tail) = split_entry(rest).ok()?;
+            if k == key.as_bytes() {
+                return Some(value);
+            }
+            rest = tail;
+        }
+        None
+    }
+
+    /// This block's entries followed by `more`'s, as one block (no entry is
+    /// checked again: both blocks were).
+    pub fn concat(&self, more: &Metadata) -> Metadata {
+        if more.is_empty() {
+            return self.clone();
+        }
+        if self.is_empty() {
+            return more.clone();
+        }
+        let mut raw = BytesMut::with_capacity(self.raw.len() + more.raw.len());
+        raw.put_slice(&self.raw);
+        raw.put_slice(&more.raw);
+        Metadata { raw: raw.freeze() }
     }
 }
 
@@ -172,6 +197,12 @@ impl MetadataBuilder {
         Ok(self)
     }
 
+    /// Adds every entry of `block`, in its order.
+    pub fn extend(&mut self, block: &Metadata) -> &mut Self {
+        self.buf.extend_from_slice(&block.raw);
+        self
+    }
+
     /// The size the block has so far, in bytes.
     pub fn encoded_len(&self) -> usize {
         self.buf.len()
@@ -219,12 +250,30 @@ fn split_field(src: &[u8]) -> Result<(&[u8], &[u8]), Error> {
     Ok(rest.split_at(len))
 }
 
+/// The bytes a key may hold: `a-z 0-9 - _ .`.
+const KEY_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = matches!(b as u8, b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.');
+        b += 1;
+    }
+    table
+};
+
+// The checks below look at every byte without stopping at the first bad
+// one: a server checks every entry of every call's metadata, nearly always
+// valid, and a loop without an early exit runs without a branch a byte
+// (the value's, vectorised).
+
 fn check_key(key: &[u8]) -> Result<(), Error> {
     if key.is_empty() {
         return Err(Error::InvalidMetadata("empty key"));
     }
-    let valid = |b: &u8| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.');
-    if !key.iter().all(valid) {
+    if !key
+        .iter()
+        .fold(true, |ok, &b| ok & KEY_BYTES[usize::from(b)])
+    {
         return Err(Error::InvalidMetadata(
             "key has a character outside a-z 0-9 - _ .",
         ));
@@ -233,7 +282,11 @@ fn check_key(key: &[u8]) -> Result<(), Error> {
 }
 
 fn check_ascii_value(value: &[u8]) -> Result<(), Error> {
-    if value.iter().all(|b| (0x20..=0x7e).contains(b)) {
+    // Printable ASCII is 0x20..=0x7e: `b - 0x20` (wrapping) below 0x5f.
+    let bad = value
+        .iter()
+        .fold(0u8, |bad, &b| bad | u8::from(b.wrapping_sub(0x20) >= 0x5f));
+    if bad == 0 {
         Ok(())
     } else {
         Err(Error::InvalidMetadata(
@@ -244,7 +297,62 @@ fn check_ascii_value(value: &[u8]) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// The checks that look at every byte accept exactly what the
+        /// rules say.
+        #[test]
+        fn checks_accept_exactly_the_rules(
+            bytes in prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..80),
+                "[ -~]{0,80}".prop_map(String::into_bytes),
+                "[a-z0-9._-]{0,30}".prop_map(String::into_bytes),
+                ("[a-z0-9._-]{0,30}", any::<u8>()).prop_map(|(k, b)| [k.as_bytes(), &[b]].concat()),
+                ("[ -~]{0,80}", any::<u8>()).prop_map(|(v, b)| [&[b], v.as_bytes()].concat()),
+            ],
+        ) {
+            let printable = bytes.iter().all(|b| (0x20..=0x7e).contains(b));
+            prop_assert_eq!(check_ascii_value(&bytes).is_ok(), printable);
+            let key = !bytes.is_empty()
+                && bytes
+                    .iter()
+                    .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.'));
+            prop_assert_eq!(check_key(&bytes).is_ok(), key);
+        }
+    }
+
+    #[test]
+    fn blocks_join_and_extend_in_order() {
+        let a = Metadata::builder().ascii("a", "1").unwrap().build();
+        let b = Metadata::builder()
+            .ascii("b", "2")
+            .unwrap()
+            .binary("c-bin", &[0, 1])
+            .unwrap()
+            .build();
+        let joined = a.concat(&b);
+        let entries: Vec<_> = joined.iter().collect();
+        assert_eq!(
+            entries,
+            vec![("a", &b"1"[..]), ("b", &b"2"[..]), ("c-bin", &[0u8, 1][..])]
+        );
+        assert_eq!(
+            Metadata::from_raw(joined.as_bytes().clone()).unwrap(),
+            joined
+        );
+        assert_eq!(a.concat(&Metadata::new()), a);
+        assert_eq!(Metadata::new().concat(&b), b);
+        let mut extended = a.to_builder();
+        extended.extend(&b).ascii("d", "4").unwrap();
+        let extended = extended.build();
+        assert_eq!(extended.iter().count(), 4);
+        assert_eq!(extended.get("c-bin"), Some(&[0u8, 1][..]));
+        assert_eq!(extended.get("d"), Some(&b"4"[..]));
+        assert_eq!(extended.get("e"), None);
+    }
 
     #[test]
     fn build_and_iterate() {

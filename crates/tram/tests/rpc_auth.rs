@@ -128,6 +128,73 @@ async fn client_interceptors_keep_the_callers_metadata_and_can_refuse() {
     assert!(Channel::builder("x:1").header("ok", "line\nbreak").is_err());
 }
 
+/// A channel's headers add up, in the order they were set, after the
+/// request's own entries and before what its interceptor adds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_add_up_and_run_before_the_interceptor() {
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = Server::builder()
+        .unary(SAY, move |req: Request<Echo>| {
+            let entries: Vec<(String, Vec<u8>)> = req
+                .metadata()
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_vec()))
+                .collect();
+            let _ = seen_tx.send(entries);
+            async move { Ok(Response::new(req.into_inner())) }
+        })
+        .build();
+    let (addr, _stop, _task) = support::serve(server).await;
+    let ch = Channel::builder(addr.to_string())
+        .header("authorization", "Bearer reader-token")
+        .unwrap()
+        .interceptor(|method, md| {
+            md.ascii("x-method", method).unwrap();
+            Ok(())
+        })
+        .header("x-tenant", "blue")
+        .unwrap()
+        .build();
+    let own = Metadata::builder().ascii("x-trace", "abc").unwrap().build();
+    for request in [
+        Request::new(Echo { id: 1 }),
+        Request::new(Echo { id: 2 }).with_metadata(own),
+    ] {
+        let with_own = !request.metadata().is_empty();
+        let r: Response<Echo> = within(5, "a call", ch.unary(SAY, request)).await.unwrap();
+        let mut expected = vec![];
+        if with_own {
+            expected.push(("x-trace".to_owned(), b"abc".to_vec()));
+        }
+        expected.extend([
+            ("authorization".to_owned(), b"Bearer reader-token".to_vec()),
+            ("x-tenant".to_owned(), b"blue".to_vec()),
+            ("x-method".to_owned(), SAY.as_bytes().to_vec()),
+        ]);
+        assert_eq!(
+            seen_rx.recv().await.unwrap(),
+            expected,
+            "call {}",
+            r.get_ref().id
+        );
+    }
+    // Without an interceptor, the headers alone (shared, not rebuilt).
+    let plain = Channel::builder(addr.to_string())
+        .header("authorization", "Bearer reader-token")
+        .unwrap()
+        .header("x-tenant", "blue")
+        .unwrap()
+        .build();
+    call(&plain, SAY).await.unwrap();
+    assert_eq!(
+        seen_rx.recv().await.unwrap(),
+        vec![
+            ("authorization".to_owned(), b"Bearer reader-token".to_vec()),
+            ("x-tenant".to_owned(), b"blue".to_vec()),
+        ]
+    );
+}
+
 /// A call that must wait for room (the server takes one call at a time)
 /// leaves the fast path after its metadata went through the interceptor:
 /// the interceptor still runs once per call, not once per attempt to open.

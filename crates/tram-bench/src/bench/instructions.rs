@@ -62,6 +62,10 @@ pub(crate) struct Args {
     /// `compare --timeout-ms`: what a deadline costs a call.
     #[arg(long, conflicts_with_all = ["floor_tasks", "stream"])]
     timeout_ms: Option<u64>,
+    /// Every call carries a bearer token (`authorization`, 48 bytes) in
+    /// its metadata, as an authenticated service's calls do.
+    #[arg(long, conflicts_with_all = ["floor_tasks", "stream", "endpoints", "observed", "sync"])]
+    bearer: bool,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
@@ -90,6 +94,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             1,
         ))];
         let client = match args.endpoints {
+            None if args.bearer => {
+                let token = "Bearer 0123456789abcdef0123456789abcdef0123456789ab";
+                let channel = tram::Channel::builder(addr.to_string())
+                    .metrics(false)
+                    .header("authorization", token)?
+                    .connect()
+                    .await?;
+                UnaryClient::Tram(channel)
+            }
             None => UnaryClient::connect(system, addr).await?,
             Some(n) => {
                 let mut targets = vec![addr.to_string()];

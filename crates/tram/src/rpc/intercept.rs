@@ -56,43 +56,57 @@ impl fmt::Debug for ServerInterceptor {
 
 type ClientFn = dyn Fn(&str, &mut MetadataBuilder) -> Result<(), Status> + Send + Sync;
 
-/// A client interceptor: runs as each call opens, with the method's path
-/// and a builder holding the request's metadata, to which it may add. An
-/// error fails the call locally with that status (nothing is sent).
-#[derive(Clone)]
-pub(crate) struct ClientInterceptor(Arc<ClientFn>);
+/// What a channel adds to each call as it opens: headers set once
+/// ([`ChannelBuilder::header`](crate::ChannelBuilder::header)), then a
+/// function run with the method's path and a builder holding the request's
+/// metadata, to which it may add. An error from the function fails the
+/// call locally with that status (nothing is sent).
+#[derive(Clone, Default)]
+pub(crate) struct ClientInterceptor {
+    /// The headers, checked and encoded once as they were set: a call
+    /// copies them as they are (or only shares them, when it has no
+    /// metadata of its own).
+    headers: Metadata,
+    f: Option<Arc<ClientFn>>,
+}
 
 impl ClientInterceptor {
-    /// Wraps `f`.
-    pub(crate) fn new(
+    /// Runs `f` as each call opens (in place of any function before).
+    pub(crate) fn with_fn(
+        self,
         f: impl Fn(&str, &mut MetadataBuilder) -> Result<(), Status> + Send + Sync + 'static,
     ) -> Self {
-        ClientInterceptor(Arc::new(f))
+        ClientInterceptor {
+            f: Some(Arc::new(f)),
+            ..self
+        }
     }
 
-    /// Adds `key: value` (an ASCII entry) to every call: the usual bearer
-    /// token is `ClientInterceptor::header("authorization", "Bearer ...")`.
+    /// Adds `key: value` (an ASCII entry) to every call, after the
+    /// headers added before.
     ///
     /// # Errors
     ///
     /// `INVALID_ARGUMENT` status when the key or value breaks metadata
     /// rules (checked once, here).
-    pub(crate) fn header(key: &str, value: &str) -> Result<Self, Status> {
-        // Validate now, so that a bad header fails at configuration time.
-        Metadata::builder()
+    pub(crate) fn with_header(self, key: &str, value: &str) -> Result<Self, Status> {
+        let mut headers = self.headers.to_builder();
+        headers
             .ascii(key, value)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let (key, value) = (key.to_owned(), value.to_owned());
-        Ok(ClientInterceptor::new(move |_, md| {
-            md.ascii(&key, &value)
-                .map(|_| ())
-                .map_err(|e| Status::invalid_argument(e.to_string()))
-        }))
+        Ok(ClientInterceptor {
+            headers: headers.build(),
+            ..self
+        })
     }
 
     pub(crate) fn apply(&self, method: &str, metadata: Metadata) -> Result<Metadata, Status> {
+        let Some(f) = &self.f else {
+            return Ok(metadata.concat(&self.headers));
+        };
         let mut md = metadata.to_builder();
-        (self.0)(method, &mut md)?;
+        md.extend(&self.headers);
+        f(method, &mut md)?;
         Ok(md.build())
     }
 }

@@ -146,24 +146,30 @@ impl ChannelBuilder {
     }
 
     /// Runs `f` as each call opens, with the method's path and a builder
-    /// holding the request's metadata, to add to it (a bearer token, a
-    /// trace id) or refuse the call locally with a status.
+    /// holding the request's metadata (and the channel's
+    /// [`header`](ChannelBuilder::header)s), to add to it (a trace id, a
+    /// token that changes) or refuse the call locally with a status. A
+    /// channel has one such function: a second replaces the first.
     pub fn interceptor(
         mut self,
         f: impl Fn(&str, &mut MetadataBuilder) -> Result<(), Status> + Send + Sync + 'static,
     ) -> Self {
-        self.config.interceptor = Some(ClientInterceptor::new(f));
+        let interceptor = self.config.interceptor.take().unwrap_or_default();
+        self.config.interceptor = Some(interceptor.with_fn(f));
         self
     }
 
-    /// Adds `key: value` (an ASCII entry) to every call's metadata: the
-    /// usual bearer token is `.header("authorization", "Bearer ...")`.
+    /// Adds `key: value` (an ASCII entry) to every call's metadata, after
+    /// the request's own entries and the headers added before: the usual
+    /// bearer token is `.header("authorization", "Bearer ...")`. Checked
+    /// and encoded once, here, and copied into each call as it is.
     ///
     /// # Errors
     ///
     /// `INVALID_ARGUMENT` when the key or value breaks metadata rules.
     pub fn header(mut self, key: &str, value: &str) -> Result<Self, Status> {
-        self.config.interceptor = Some(ClientInterceptor::header(key, value)?);
+        let interceptor = self.config.interceptor.take().unwrap_or_default();
+        self.config.interceptor = Some(interceptor.with_header(key, value)?);
         Ok(self)
     }
 
