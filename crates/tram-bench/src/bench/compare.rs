@@ -68,6 +68,14 @@ pub(crate) struct Args {
     /// run out.
     #[arg(long)]
     timeout_ms: Option<u64>,
+    /// Every call of a system that has metadata (tram's, tonic) carries a
+    /// 48-byte bearer token (`authorization`), as an authenticated
+    /// service's calls do: tram's set on the channel
+    /// (`ChannelBuilder::header`), tonic's inserted into each request;
+    /// protosocket-rpc and the floors have none and run as without.
+    /// `targets` leaves such a run out.
+    #[arg(long)]
+    bearer: bool,
     #[command(flatten)]
     pub(crate) proc: ProcArgs,
 }
@@ -88,6 +96,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     };
     if let Some(ms) = args.timeout_ms {
         per_task += &format!(", every call with a {ms} ms timeout (tram, tonic)");
+    }
+    if args.bearer {
+        per_task += ", every call with a bearer token (tram, tonic)";
     }
     println!(
         "unary echo: {} rounds x {}s per system, {}{per_task}, systems interleaved",
@@ -132,6 +143,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         secs: args.secs,
         calls_per_task: usize::from(args.calls_per_task),
         timeout_ms: args.timeout_ms,
+        bearer: args.bearer,
         settings: results,
     };
     let json = write_json(&args.proc.out, "compare.json", &report)?;
@@ -169,7 +181,9 @@ async fn measure(
         System::Floor => tokio::spawn(systems::floor_closed_loop(load, addr)),
         _ => {
             let timeout = args.timeout_ms.map(Duration::from_millis);
-            let client = UnaryClient::connect(system, addr).await?.timed(timeout);
+            let client = UnaryClient::connect_with(system, addr, args.bearer)
+                .await?
+                .shaped(timeout, args.bearer);
             tokio::spawn(callers(load, client))
         }
     };

@@ -94,16 +94,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             1,
         ))];
         let client = match args.endpoints {
-            None if args.bearer => {
-                let token = "Bearer 0123456789abcdef0123456789abcdef0123456789ab";
-                let channel = tram::Channel::builder(addr.to_string())
-                    .metrics(false)
-                    .header("authorization", token)?
-                    .connect()
-                    .await?;
-                UnaryClient::Tram(channel)
-            }
-            None => UnaryClient::connect(system, addr).await?,
+            None => UnaryClient::connect_with(system, addr, args.bearer).await?,
             Some(n) => {
                 let mut targets = vec![addr.to_string()];
                 for _ in 1..n {
@@ -124,7 +115,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 UnaryClient::Tram(channel)
             }
         };
-        let client = client.timed(args.timeout_ms.map(std::time::Duration::from_millis));
+        let timeout = args.timeout_ms.map(std::time::Duration::from_millis);
+        let client = client.shaped(timeout, args.bearer);
         let payload = Bytes::from(vec![0xab; args.payload]);
         call_n(&client, args.warmup, args.concurrency, &payload).await?;
         let started = std::time::Instant::now();

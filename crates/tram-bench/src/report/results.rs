@@ -19,6 +19,9 @@ pub(crate) struct CompareReport {
     /// The timeout every call of tram and tonic carried, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) timeout_ms: Option<u64>,
+    /// Every call of tram and tonic carried a bearer token.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) bearer: bool,
     pub(crate) settings: Vec<Setting>,
 }
 

@@ -234,9 +234,9 @@ async fn fleet_delay() {
 #[derive(Clone)]
 pub(crate) enum UnaryClient {
     Tram(::tram::Channel),
-    TramTimed(Timed<::tram::Channel>),
+    TramShaped(Shaped<::tram::Channel>),
     Tonic(echo::pb::echo_client::EchoClient<::tonic::transport::Channel>),
-    TonicTimed(Timed<echo::pb::echo_client::EchoClient<::tonic::transport::Channel>>),
+    TonicShaped(Shaped<echo::pb::echo_client::EchoClient<::tonic::transport::Channel>>),
     Protosocket(protosocket::Client),
     Json(Box<json::JsonClient>),
     FloorTasks(floor_tasks::TaskClient),
@@ -246,6 +246,17 @@ impl UnaryClient {
     /// Connects to `system`'s unary echo server at `addr` (`tram-grpc` is
     /// tonic's client against tram's gateway).
     pub(crate) async fn connect(system: System, addr: SocketAddr) -> anyhow::Result<UnaryClient> {
+        UnaryClient::connect_with(system, addr, false).await
+    }
+
+    /// [`UnaryClient::connect`], with a tram channel that adds
+    /// [`BEARER`] to every call when `bearer` (the other systems get theirs
+    /// from [`UnaryClient::shaped`]).
+    pub(crate) async fn connect_with(
+        system: System,
+        addr: SocketAddr,
+        bearer: bool,
+    ) -> anyhow::Result<UnaryClient> {
         Ok(match system {
             // Connected now, as the others are: a first call must not
             // wait for its connection inside the measured window.
@@ -264,12 +275,13 @@ impl UnaryClient {
                     congestion_control: congestion,
                     ..Default::default()
                 };
-                let channel = ::tram::Channel::builder(addr.to_string())
+                let mut builder = ::tram::Channel::builder(addr.to_string())
                     .metrics(observed)
-                    .tcp(tcp)
-                    .connect()
-                    .await?;
-                UnaryClient::Tram(channel)
+                    .tcp(tcp);
+                if bearer {
+                    builder = builder.header("authorization", BEARER)?;
+                }
+                UnaryClient::Tram(builder.connect().await?)
             }
             System::Tonic | System::TramGrpc => UnaryClient::Tonic(tonic::client(addr).await?),
             System::Protosocket => {
@@ -313,9 +325,9 @@ impl UnaryClient {
     pub(crate) async fn call(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
         match self {
             UnaryClient::Tram(c) => c.echo(id, payload).await,
-            UnaryClient::TramTimed(c) => c.echo(id, payload).await,
+            UnaryClient::TramShaped(c) => c.echo(id, payload).await,
             UnaryClient::Tonic(c) => c.echo(id, payload).await,
-            UnaryClient::TonicTimed(c) => c.echo(id, payload).await,
+            UnaryClient::TonicShaped(c) => c.echo(id, payload).await,
             UnaryClient::Protosocket(c) => c.echo(id, payload).await,
             UnaryClient::Json(c) => c.echo(id, payload).await,
             UnaryClient::FloorTasks(c) => c.echo(id, payload).await,
@@ -326,23 +338,35 @@ impl UnaryClient {
     pub(crate) fn with<W: WithEcho>(self, w: W) -> W::Output {
         match self {
             UnaryClient::Tram(c) => w.with(c),
-            UnaryClient::TramTimed(c) => w.with(c),
+            UnaryClient::TramShaped(c) => w.with(c),
             UnaryClient::Tonic(c) => w.with(c),
-            UnaryClient::TonicTimed(c) => w.with(c),
+            UnaryClient::TonicShaped(c) => w.with(c),
             UnaryClient::Protosocket(c) => w.with(c),
             UnaryClient::Json(c) => w.with(c),
             UnaryClient::FloorTasks(c) => w.with(c),
         }
     }
 
-    /// The client whose every call carries `timeout`, for a system that
-    /// has deadlines (tram's and tonic's); the others, and `None`, as they
-    /// are.
-    pub(crate) fn timed(self, timeout: Option<Duration>) -> UnaryClient {
-        match (self, timeout) {
-            (UnaryClient::Tram(c), Some(t)) => UnaryClient::TramTimed(Timed(c, t)),
-            (UnaryClient::Tonic(c), Some(t)) => UnaryClient::TonicTimed(Timed(c, t)),
-            (c, _) => c,
+    /// The client whose every call carries `timeout` and, with `bearer`,
+    /// [`BEARER`], for a system that has deadlines and metadata (tram's,
+    /// whose channel must have been made with the token by
+    /// [`UnaryClient::connect_with`], and tonic's); the others, and neither,
+    /// as they are.
+    pub(crate) fn shaped(self, timeout: Option<Duration>, bearer: bool) -> UnaryClient {
+        match self {
+            UnaryClient::Tram(client) if timeout.is_some() => UnaryClient::TramShaped(Shaped {
+                client,
+                timeout,
+                bearer,
+            }),
+            UnaryClient::Tonic(client) if timeout.is_some() || bearer => {
+                UnaryClient::TonicShaped(Shaped {
+                    client,
+                    timeout,
+                    bearer,
+                })
+            }
+            c => c,
         }
     }
 
@@ -396,24 +420,44 @@ impl Echo for ::tram::Channel {
     }
 }
 
-/// A client whose every call carries a timeout (`compare --timeout-ms`).
-#[derive(Clone)]
-pub(crate) struct Timed<C>(C, Duration);
+/// The bearer token of `--bearer` runs: 48 bytes, as a service's
+/// `authorization` header often is.
+pub(crate) const BEARER: &str = "Bearer 0123456789abcdef0123456789abcdef0123456789ab";
 
-impl Echo for Timed<::tram::Channel> {
+/// A client whose every call carries a timeout (`compare --timeout-ms`),
+/// a bearer token (`--bearer`) or both, each the way its system's users
+/// give one. tram's token is a header of the channel, set as it was made
+/// ([`UnaryClient::connect_with`]); tonic's is inserted into each request,
+/// as a tonic interceptor does.
+#[derive(Clone)]
+pub(crate) struct Shaped<C> {
+    client: C,
+    timeout: Option<Duration>,
+    bearer: bool,
+}
+
+impl Echo for Shaped<::tram::Channel> {
     async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
-        let message = TramEchoMessage { id, payload };
-        let request = ::tram::Request::new(message).with_timeout(self.1);
-        let r: ::tram::Response<TramEchoMessage> = self.0.unary(echo::PATH, request).await?;
+        let mut request = ::tram::Request::new(TramEchoMessage { id, payload });
+        if let Some(t) = self.timeout {
+            request = request.with_timeout(t);
+        }
+        let r: ::tram::Response<TramEchoMessage> = self.client.unary(echo::PATH, request).await?;
         Ok(r.get_ref().id)
     }
 }
 
-impl Echo for Timed<echo::pb::echo_client::EchoClient<::tonic::transport::Channel>> {
+impl Echo for Shaped<echo::pb::echo_client::EchoClient<::tonic::transport::Channel>> {
     async fn echo(&mut self, id: u64, payload: Bytes) -> anyhow::Result<u64> {
         let mut request = ::tonic::Request::new(EchoMessage { id, payload });
-        request.set_timeout(self.1);
-        Ok(self.0.say(request).await?.get_ref().id)
+        if let Some(t) = self.timeout {
+            request.set_timeout(t);
+        }
+        if self.bearer {
+            let token = ::tonic::metadata::MetadataValue::from_static(BEARER);
+            request.metadata_mut().insert("authorization", token);
+        }
+        Ok(self.client.say(request).await?.get_ref().id)
     }
 }
 

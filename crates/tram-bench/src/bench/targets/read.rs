@@ -51,6 +51,9 @@ fn not_default(json: &Value) -> Option<String> {
             "not the default setting (every call with a {ms} ms timeout)"
         ));
     }
+    if json.get("bearer").and_then(Value::as_bool) == Some(true) {
+        return Some("not the default setting (every call with a bearer token)".into());
+    }
     match json.pointer("/machine/build").and_then(Value::as_str) {
         None | Some("release") => None,
         Some(build) => Some(format!("the {build} build")),

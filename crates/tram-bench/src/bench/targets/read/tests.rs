@@ -266,6 +266,9 @@ fn runs_off_the_default_setting_or_build_are_left_out() {
     let mut timed = compare_run(json!([]));
     timed["timeout_ms"] = json!(1000);
     assert!(matches!(readings(&timed), FileReadings::LeftOut(w) if w.contains("1000 ms timeout")));
+    let mut authed = compare_run(json!([]));
+    authed["bearer"] = json!(true);
+    assert!(matches!(readings(&authed), FileReadings::LeftOut(w) if w.contains("bearer token")));
     let mut lto = compare_run(json!([]));
     lto["machine"]["build"] = json!("lto");
     assert!(matches!(readings(&lto), FileReadings::LeftOut(w) if w == "the lto build"));
