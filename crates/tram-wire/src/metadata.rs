@@ -282,11 +282,29 @@ fn check_key(key: &[u8]) -> Result<(), Error> {
 }
 
 fn check_ascii_value(value: &[u8]) -> Result<(), Error> {
-    // Printable ASCII is 0x20..=0x7e: `b - 0x20` (wrapping) below 0x5f.
-    let bad = value
+    // Eight bytes at a time: in a word whose bytes are all 0x20..=0x7e,
+    // subtracting 0x20 from each borrows nowhere and adding 1 to each
+    // carries nowhere, so no byte's high bit is set by either or by the
+    // byte itself; a byte below 0x20 sets it in `w - 0x20.. & !w`, one
+    // above 0x7e in `w + 0x01.. | w`.
+    const LOW: u64 = 0x2020_2020_2020_2020;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = value.chunks_exact(8);
+    let mut high = 0u64;
+    for chunk in &mut words {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(bytes);
+        high |= (w.wrapping_sub(LOW) & !w) | w.wrapping_add(ONES) | w;
+    }
+    // The rest one byte at a time: printable is `b - 0x20` (wrapping)
+    // below 0x5f.
+    let rest = words
+        .remainder()
         .iter()
         .fold(0u8, |bad, &b| bad | u8::from(b.wrapping_sub(0x20) >= 0x5f));
-    if bad == 0 {
+    if high & HIGH == 0 && rest == 0 {
         Ok(())
     } else {
         Err(Error::InvalidMetadata(
