@@ -23,11 +23,12 @@ use crate::runner::{Counts, ProcArgs, Server, client_runtime, measure_window};
 use crate::systems::{System, UnaryClient, Workload};
 
 /// What `fanin` runs.
-const SYSTEMS: [System; 6] = [
+const SYSTEMS: [System; 7] = [
     System::Tram,
     System::TramCores,
     System::TramCubic,
     System::TramSync,
+    System::TramObserved,
     System::Tonic,
     System::Protosocket,
 ];
