@@ -15,7 +15,7 @@
 //! to be still in the CPU's caches, so the kernel's copy into it does not
 //! first fetch each line from memory. (Taken oldest first, a connection
 //! with many large messages in flight cycled through every buffer in the
-//! pool; docs/bench-log.md, the eighty-fourth session.)
+//! pool; docs/bench-log-2026-12-04-early.md, the eighty-fourth session.)
 //!
 //! The pool is shared by every connection of the process and bounded
 //! ([`MAX_POOLED`] buffers of at most [`MAX_POOLED_CAPACITY`] bytes, 10

@@ -31,8 +31,8 @@ const TURN_BYTES: u64 = 128 * 1024;
 /// offload, loopback's included). A kernel that paces sends itself (BBR
 /// without the `fq` qdisc) lets one segment of a write go at once and
 /// holds the next back with a timer, whose arming and firing cost
-/// microseconds a time on virtual machines (docs/bench-log.md, the
-/// eighty-fifth session).
+/// microseconds a time on virtual machines
+/// (docs/bench-log-2026-12-04-early.md, the eighty-fifth session).
 const SEGMENT_BYTES: u64 = 64 * 1024;
 
 /// A turn's bounds, decided at its first frame (`first` bytes long, with
