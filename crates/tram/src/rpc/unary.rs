@@ -19,7 +19,8 @@ pub(crate) struct UnaryAnswer {
     /// sent, and this lives in the client's call table, where every byte
     /// of an entry is a line that moves between cores; `calls`).
     body: Option<(Bytes, Option<Box<Metadata>>)>,
-    end: Option<Result<Metadata, Status>>,
+    /// The call's end, with its trailers (boxed, for the same reason).
+    end: Option<Result<Option<Box<Metadata>>, Status>>,
 }
 
 /// The peer sent a second response message.
@@ -40,7 +41,7 @@ impl UnaryAnswer {
         }
         self.body = Some((payload, metadata.map(Box::new)));
         if end_stream {
-            self.end = Some(Ok(Metadata::new()));
+            self.end = Some(Ok(None));
         }
         Ok(())
     }
@@ -48,7 +49,7 @@ impl UnaryAnswer {
     /// The call's END frame.
     pub(crate) fn end(&mut self, end: End) {
         self.end = Some(if end.code == Code::Ok {
-            Ok(end.trailers.unwrap_or_default())
+            Ok(end.trailers.filter(|t| !t.is_empty()).map(Box::new))
         } else {
             Err(Status::from_wire(end))
         });
@@ -71,7 +72,13 @@ impl UnaryAnswer {
             Ok(trailers) => self
                 .body
                 .take()
-                .map(|(body, headers)| (body, headers.map(|h| *h), trailers))
+                .map(|(body, headers)| {
+                    (
+                        body,
+                        headers.map(|h| *h),
+                        trailers.map_or_else(Metadata::new, |t| *t),
+                    )
+                })
                 .ok_or_else(|| Status::internal("call ended without a response message")),
             Err(status) => Err(status),
         })

@@ -1,8 +1,9 @@
 //! One connection of a channel: its outbound queue and its call table,
 //! which the queue's encoder keeps under the queue's one lock, shared by
-//! the callers (opening, polling and releasing calls, queueing their
-//! frames) and the reader (routing the server's frames). Sending happens
-//! on the caller's task.
+//! the callers (opening and releasing calls, queueing their frames) and
+//! the reader (routing the server's frames). A unary caller on the fast
+//! path takes its answer from its own slot, without the lock
+//! (`calls::slot`). Sending happens on the caller's task.
 
 use std::net::SocketAddr;
 use std::ops::{Deref, DerefMut};
@@ -19,7 +20,7 @@ use super::super::codec::{EncodeError, Open, RpcEncoder};
 use super::super::intercept::ClientInterceptor;
 use super::super::stream::CallShared;
 use super::super::unary::Answer;
-use super::calls::{CallKind, Calls, Effects, Refused};
+use super::calls::{AnswerSlot, CallKind, Calls, Effects, Refused, Relay, SlotPtr};
 use super::deadlines::DeadlineTimer;
 use super::share::ConnRef;
 use crate::balance::endpoint::{Stats, nanos};
@@ -55,6 +56,9 @@ pub(crate) struct ClientConn {
     stats: Option<Arc<Stats>>,
     /// The timer for its unary calls' deadlines.
     pub(super) deadlines: DeadlineTimer,
+    /// The unary callers a read answered, to wake one after another (a
+    /// lock of its own, held for a pop: see `calls::relay`).
+    pub(super) relay: parking_lot::Mutex<Relay>,
 }
 
 /// Why [`ClientConn::try_open_unary`] did not open the call.
@@ -91,6 +95,7 @@ impl ClientConn {
             abandoned: AtomicBool::new(false),
             stats,
             deadlines: DeadlineTimer::default(),
+            relay: parking_lot::Mutex::new(Relay::default()),
         }
     }
 
@@ -230,20 +235,38 @@ impl ClientConn {
     ) -> Poll<Result<Answer, Status>> {
         let mut calls = self.calls();
         let outcome = calls.poll_unary(id, cx);
-        let mut next = [None, None];
         if outcome.is_ready() {
-            next = calls.pass_on();
             self.publish(&calls);
             self.close_if_abandoned(&mut calls);
             if calls.capacity_waiters > 0 {
                 self.capacity.notify_one();
             }
+            drop(calls);
+            self.pass_on();
         }
-        drop(calls);
+        outcome
+    }
+
+    /// Whether the answer of unary call `id` is in `slot`, checked under
+    /// the table's lock; if not, its caller is now woken through `cx`.
+    pub(super) fn poll_slot(&self, id: CallId, slot: &AnswerSlot, cx: &mut Context<'_>) -> bool {
+        let mut calls = self.calls();
+        if slot.is_ready() {
+            return true;
+        }
+        calls.set_waker(id, cx.waker());
+        false
+    }
+
+    /// Wakes the callers a unary caller that is done (answered, or giving
+    /// up) passes the relay on to. A task woken from a worker goes to its
+    /// LIFO slot, pushing the one woken before out to the worker's queue:
+    /// the last is the one that runs next.
+    pub(super) fn pass_on(&self) {
+        let next = self.relay.lock().pass_on();
         for w in next.into_iter().flatten() {
             w.wake();
         }
-        outcome
     }
 
     /// The caller is done with call `id`, finished or not.
@@ -252,6 +275,9 @@ impl ClientConn {
         let mut calls = self.calls();
         calls.release(id, sent, code, &mut fx);
         self.apply(calls, &mut fx);
+        // A caller giving up may have been woken by the relay: it passes
+        // it on.
+        self.pass_on();
     }
 
     /// Ends our direction of call `id`; whether the server's has ended too.
@@ -271,6 +297,7 @@ impl ClientConn {
         };
         let mut calls = self.calls();
         calls.fail_all(why, &mut fx);
+        self.relay.lock().flush(&mut fx);
         self.apply(calls, &mut fx);
         self.capacity.notify_waiters();
     }
@@ -359,8 +386,15 @@ impl ConnRef {
     }
 
     /// Opens a unary call without waiting: registers it with `waker` and
-    /// queues its CALL frame, or says why not.
-    pub(super) fn try_open_unary<M: prost::Message>(
+    /// `slot`, where its answer is to go, and queues its CALL frame, or
+    /// says why not.
+    ///
+    /// # Safety
+    ///
+    /// `slot` stays where it is until it is ready or the returned handle
+    /// has let go of it ([`CallHandle::let_go`]).
+    #[allow(clippy::too_many_arguments, unsafe_code)]
+    pub(super) unsafe fn try_open_unary<M: prost::Message>(
         self,
         path: &str,
         msg: &M,
@@ -368,6 +402,7 @@ impl ConnRef {
         // The timeout sent, and the deadline it makes here.
         timeout: Option<(Duration, Instant)>,
         waker: &Waker,
+        slot: &AnswerSlot,
         picked: u64,
     ) -> Result<CallHandle, NotOpened> {
         let deadline = timeout.map(|(_, at)| at);
@@ -377,7 +412,8 @@ impl ConnRef {
         // one among others queued for the writer task's next batch.
         let mut calls = self.calls();
         let opened = if self.stats.is_some() { picked } else { 0 };
-        let kind = CallKind::Unary(Some(waker.clone()));
+        // SAFETY: as this function's caller promises.
+        let kind = CallKind::UnaryTo(waker.clone(), unsafe { SlotPtr::new(slot) });
         let (id, alone) = match calls.open_until(kind, true, opened, deadline) {
             Ok(opened) => {
                 self.publish(&calls);
@@ -395,8 +431,8 @@ impl ConnRef {
         };
         let pushed = calls.out().try_push(open, alone);
         let set_timer = deadline.filter(|&at| calls.deadline_to_set(at));
-        // Released before the handle exists: dropping an unsent handle
-        // takes the lock to free the entry.
+        // Released before the handle exists: an unsent handle lets go of
+        // its call under the lock.
         drop(calls);
         if let Some(at) = set_timer {
             self.deadlines.set(at);
@@ -409,22 +445,22 @@ impl ConnRef {
                 handle.sent = true;
                 Ok(handle)
             }
-            // Dropping the unsent handle frees the entry.
-            Err(conn::TrySendError::Full(_)) => {
+            // Refused for a GOAWAY the reader just handled, or closed:
+            // the general path takes another connection. Letting go of
+            // the unsent handle frees the entry.
+            Err(conn::TrySendError::Full(_) | conn::TrySendError::Closed(_)) => {
+                handle.let_go(slot);
                 Err(NotOpened::Later(head.metadata.unwrap_or_default()))
             }
-            // Refused for a GOAWAY the reader just handled: the general
-            // path takes another connection.
             Err(conn::TrySendError::Encode(e)) if going_away(&e) => {
-                drop(handle);
+                handle.let_go(slot);
                 Err(NotOpened::Later(head.metadata.unwrap_or_default()))
             }
-            Err(conn::TrySendError::Encode(e)) => Err(NotOpened::Failed(
-                Status::resource_exhausted(format!("request not sent: {e}")),
-            )),
-            Err(conn::TrySendError::Closed(_)) => {
-                drop(handle);
-                Err(NotOpened::Later(head.metadata.unwrap_or_default()))
+            Err(conn::TrySendError::Encode(e)) => {
+                handle.let_go(slot);
+                Err(NotOpened::Failed(Status::resource_exhausted(format!(
+                    "request not sent: {e}"
+                ))))
             }
         }
     }
@@ -490,6 +526,26 @@ impl CallHandle {
     /// The call completed and its entry is gone.
     pub(super) fn completed(&mut self) {
         (self.done, self.freed) = (true, true);
+    }
+
+    /// The caller is done with a unary call opened with `slot`, answered
+    /// or not; dropping the handle instead would release the call's id,
+    /// which may be another call's once the answer is in the slot.
+    pub(super) fn let_go(mut self, slot: &AnswerSlot) {
+        if !slot.is_ready() {
+            let code = if self.done { Code::Ok } else { Code::Cancelled };
+            let mut fx = Effects::default();
+            let mut calls = self.conn.calls();
+            // Ready is set under this lock with the entry's removal: not
+            // ready here, the entry is still this call's, and releasing it
+            // detaches the slot.
+            if !slot.is_ready() {
+                calls.release(self.id, self.sent, code, &mut fx);
+            }
+            self.conn.apply(calls, &mut fx);
+        }
+        self.freed = true;
+        self.conn.pass_on();
     }
 }
 

@@ -15,7 +15,9 @@
 //!   callers and the reader.
 //! - `share`: the references callers hold to a connection, counted in
 //!   shares by thread.
-//! - `calls`: the call table as pure code (frames in, effects out).
+//! - `calls`: the call table as pure code (frames in, effects out), the
+//!   slot a unary call's answer is handed over in, and the relay its
+//!   callers are woken by.
 //! - `reader`: opening a connection, and its reader task.
 
 mod builder;

@@ -28,14 +28,14 @@ use crate::observe::{CloseReason, Observers, limit};
 /// Frames (or runs of one stream's plain messages, each counted once)
 /// decoded ahead of taking the call table's lock, at most. As long as a
 /// loaded connection's read usually is, so that one read's callers are
-/// woken together (see `calls`): a read split into runs would wake each
+/// woken together (see `calls::relay`): a read split into runs would wake each
 /// run's callers apart, each run's pushing the one before's out of the
 /// worker's LIFO slot. Bounded so that the lock (the outbound queue's
 /// too) is held for some microseconds at most while callers wait to open
 /// calls and the writer to take its next batch.
 const READ_RUN: usize = 256;
 
-/// How long the callers on a relay may go unwoken (see `calls`): the bound
+/// How long the callers on a relay may go unwoken (see `calls::relay`): the bound
 /// on how long a caller that was woken and did not poll its call can hold
 /// up the others. A relay that moves wakes a caller every microsecond or
 /// so.
@@ -156,9 +156,8 @@ async fn read_loop(
             biased;
             () = &mut flush, if flush_armed => {
                 flush_armed = false;
-                let mut calls = conn.calls();
-                calls.flush_relay(&mut fx);
-                conn.apply(calls, &mut fx);
+                conn.relay.lock().flush(&mut fx);
+                fx.wake.drain(..).for_each(std::task::Waker::wake);
                 continue;
             }
             () = std::future::poll_fn(|cx| {
@@ -266,7 +265,7 @@ async fn read_loop(
                     }
                 }
                 let read = (inbound.bytes_received() - handled) as usize;
-                let relaying = relay && calls.relay(&mut fx, read);
+                let relaying = relay && conn.relay.lock().queue(&mut fx, read);
                 conn.apply(calls, &mut fx);
                 relaying
             };

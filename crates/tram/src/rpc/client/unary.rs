@@ -1,7 +1,9 @@
 //! Unary calls: [`UnaryCall`], whose common case (a connected channel with
 //! room) registers and queues the call on its first poll and completes on
-//! the next; the general path (connecting, waiting for capacity or queue
-//! room, retries), boxed; and batches of calls from one task.
+//! the next, taking its answer from a slot in the future itself without
+//! the connection's lock; the general path (connecting, waiting for
+//! capacity or queue room, retries), boxed; and batches of calls from one
+//! task.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -13,6 +15,7 @@ use tram_wire::{Code, Metadata};
 use super::super::unary::{self as answer};
 use super::super::{Request, Response, Status, deadline};
 use super::Channel;
+use super::calls::AnswerSlot;
 use super::conn::{CallHandle, NotOpened};
 use crate::observe::{Observed, TRAM, TraceContext};
 
@@ -23,11 +26,17 @@ use crate::observe::{Observed, TRAM, TraceContext};
 /// registered and queued on the first poll and completed on the next, with
 /// no nested futures to build and move. Everything else runs on the
 /// general path, boxed.
+///
+/// The future holds the slot its answer is handed over in, registered by
+/// address: it is not `Unpin` (`.await` pins it; to poll it by hand, pin
+/// it with `std::pin::pin!` or `Box::pin`).
 #[must_use = "futures do nothing unless polled"]
 pub struct UnaryCall<'a, Req, Resp> {
     channel: &'a Channel,
     path: &'a str,
     state: UnaryState<'a, Req, Resp>,
+    /// Where the connection's reader leaves the answer on the fast path.
+    slot: AnswerSlot,
 }
 
 type BoxedCall<'a, Resp> =
@@ -54,9 +63,19 @@ enum UnaryState<'a, Req, Resp> {
     Done,
 }
 
-// Nothing inside is pinned in place: the request is only ever moved, and
-// the futures are boxed.
-impl<Req, Resp> Unpin for UnaryCall<'_, Req, Resp> {}
+impl<Req, Resp> Drop for UnaryCall<'_, Req, Resp> {
+    fn drop(&mut self) {
+        if let UnaryState::Waiting { .. } = self.state {
+            let UnaryState::Waiting { call, .. } =
+                std::mem::replace(&mut self.state, UnaryState::Done)
+            else {
+                unreachable!("matched Waiting above")
+            };
+            // Detaches the slot before it goes, unless the answer is in.
+            call.let_go(&self.slot);
+        }
+    }
+}
 
 impl<'a, Req, Resp> UnaryCall<'a, Req, Resp>
 where
@@ -68,6 +87,7 @@ where
             channel,
             path,
             state: UnaryState::Start(request),
+            slot: AnswerSlot::default(),
         }
     }
 }
@@ -79,8 +99,11 @@ where
 {
     type Output = Result<Response<Resp>, Status>;
 
+    #[allow(unsafe_code)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
+        // SAFETY: `slot` is never moved out of (nor replaced); everything
+        // else is only ever moved, and the futures are boxed.
+        let this = unsafe { self.get_unchecked_mut() };
         loop {
             match &mut this.state {
                 UnaryState::Start(_) => {
@@ -89,7 +112,9 @@ where
                     else {
                         unreachable!("matched Start above")
                     };
-                    this.state = start(this.channel, this.path, request, cx);
+                    // SAFETY: pinned, and `Drop` lets go of a registered
+                    // slot before it goes.
+                    this.state = unsafe { start(this.channel, this.path, request, &this.slot, cx) };
                 }
                 UnaryState::Waiting {
                     call,
@@ -104,8 +129,15 @@ where
                     if std::mem::take(first) {
                         return Poll::Pending;
                     }
-                    if let Poll::Ready(outcome) = call.conn.poll_unary(call.id, cx) {
+                    // Woken for its answer, the caller finds it in the slot
+                    // without the lock; the lock is taken only to look
+                    // again and register the waker.
+                    if this.slot.is_ready() || call.conn.poll_slot(call.id, &this.slot, cx) {
+                        let outcome = this.slot.take().unwrap_or_else(|| {
+                            Err(Status::internal("call answered without its answer"))
+                        });
                         call.completed();
+                        call.conn.pass_on();
                         let outcome = answer::decode(outcome);
                         ended(observed.take(), &outcome);
                         this.state = UnaryState::Done;
@@ -113,10 +145,14 @@ where
                     }
                     if let Some(at) = *deadline {
                         if std::time::Instant::now() >= at {
-                            // Dropping the handle cancels the call.
                             let outcome = Err(deadline::exceeded());
                             ended(observed.take(), &outcome);
-                            this.state = UnaryState::Done;
+                            // Cancels the call.
+                            if let UnaryState::Waiting { call, .. } =
+                                std::mem::replace(&mut this.state, UnaryState::Done)
+                            {
+                                call.let_go(&this.slot);
+                            }
                             return Poll::Ready(outcome);
                         }
                     }
@@ -195,12 +231,20 @@ fn observe_request<Req: prost::Message>(
 }
 
 /// The first poll of a unary call: on a connected channel with room,
-/// registers the call (with the caller's waker) and queues its CALL frame
-/// without awaiting anything. Anything else goes to the general path.
-fn start<'a, Req, Resp>(
+/// registers the call (with the caller's waker and `slot`) and queues its
+/// CALL frame without awaiting anything. Anything else goes to the general
+/// path.
+///
+/// # Safety
+///
+/// As [`ConnRef::try_open_unary`](super::ConnRef::try_open_unary) for
+/// `slot`, when the state returned is `Waiting`.
+#[allow(unsafe_code)]
+unsafe fn start<'a, Req, Resp>(
     channel: &'a Channel,
     path: &'a str,
     request: Request<Req>,
+    slot: &AnswerSlot,
     cx: &mut Context<'_>,
 ) -> UnaryState<'a, Req, Resp>
 where
@@ -218,7 +262,8 @@ where
     // The deadline runs from here, before anything is sent.
     let limit = timeout.map(|t| (t, std::time::Instant::now() + t));
     let deadline = limit.map(|(_, at)| at);
-    match conn.try_open_unary(path, &msg, metadata, limit, cx.waker(), picked) {
+    // SAFETY: as this function's caller promises.
+    match unsafe { conn.try_open_unary(path, &msg, metadata, limit, cx.waker(), slot, picked) } {
         Ok(call) => UnaryState::Waiting {
             call,
             deadline,

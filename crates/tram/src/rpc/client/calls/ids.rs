@@ -1,7 +1,7 @@
 //! The call table's storage: entries keyed by call id. A new call takes
-//! the id freed last, as a slab does: most often the caller's own last
-//! call's, whose entry is still in its core's cache (the lowest free id
-//! every time cost calls at 256 in flight; bench log). But once fewer
+//! the id freed last, as a slab does: the entry touched last, most likely
+//! still in a cache (the lowest free id every time cost calls at 256 in
+//! flight; bench log). But once fewer
 //! than 128 calls are in flight, a new call's id is under 128, one varint
 //! byte in every frame of a call (PROTOCOL.md §6.1). A slab alone would
 //! keep ids as high as a burst took them: after 200 calls at once, two

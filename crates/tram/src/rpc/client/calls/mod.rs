@@ -11,26 +11,12 @@
 //! (no allocation per call); a streaming call shares a `CallShared` with
 //! its handles.
 //!
-//! On a multi-threaded runtime, unary callers answered by one read of up
-//! to `RELAY_READ` answers are woken as a relay: the reader wakes the
-//! first two, and each caller that takes its answer (or gives up) wakes
-//! the next. A task woken from a worker goes to that worker's LIFO slot
-//! and runs next, there; woken all at once, a read's callers queue up
-//! behind it and the other worker, notified, steals half of them, and a
-//! late one waits for the whole queue: the relay shortens the tail of a
-//! loaded connection. A longer read's callers are woken as a fan: the
-//! reader wakes `FAN_HEADS` of them and each caller that takes its answer
-//! wakes two more, the one that runs next from the LIFO slot and one the
-//! other worker can steal (a chain that long stalls whole while its
-//! worker is preempted, since a task in the LIFO slot cannot be stolen).
-//! (A current-thread runtime has no LIFO slot; there the reader wakes
-//! every caller at once.)
-//! A caller woken that does not poll its call stalls the relay (or its
-//! branch of the fan), so the reader wakes all the callers left on either
-//! `RELAY_FLUSH` after the relay began: a relay is never the only thing a
-//! caller waits for.
+//! A unary call opened with an [`AnswerSlot`] (the common case: the
+//! caller's future holds the slot) is handed its answer there: the reader
+//! writes it and frees the entry under the lock, and the caller takes it
+//! without the lock (`slot`). Callers answered by one read are woken as a
+//! relay (`relay`), under a lock of its own.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -43,32 +29,11 @@ use super::super::stream::CallShared;
 use super::super::unary::{Answer, UnaryAnswer};
 
 mod ids;
+mod relay;
+mod slot;
 use ids::Ids;
-
-/// A read answering more calls than this, with small answers, wakes
-/// [`FAN_HEADS`] of them and each caller that takes its answer wakes two
-/// more (a fan); up to this many, it wakes two, each the head of a relay
-/// through the rest. Measured, not derived: two heads did better at 32
-/// calls in flight than one (a relay of one head leaves the other worker
-/// idle). A long read's callers woken one after another run a few at a
-/// time from the worker's LIFO slot and then spill to the other worker
-/// over and over, a wake-up of it each time; and a chain stalls whole
-/// while its worker is preempted, for a task in the LIFO slot cannot be
-/// stolen. Woken at once they queue up behind each other on one worker
-/// until the other steals half. A fan keeps the next caller in the LIFO slot and
-/// one more where the other worker can take it.
-const RELAY_READ: usize = 32;
-
-/// The callers a long read wakes itself, the heads of its fan. Measured:
-/// at 256 calls in flight 4 did better than 2 and 8, each better than
-/// every caller at once.
-const FAN_HEADS: usize = 4;
-
-/// Answers this large on average (bytes read per caller answered) make a
-/// read one relay whatever its length: with 16 KiB answers one head made
-/// 5% more calls per second than two (the second worker's share then costs
-/// more in wake-ups and in the socket's lock than it saves).
-const LARGE_ANSWER: usize = 4096;
+pub(crate) use relay::Relay;
+pub(crate) use slot::{AnswerSlot, SlotPtr};
 
 /// The calls of one connection.
 pub(crate) struct Calls {
@@ -81,11 +46,6 @@ pub(crate) struct Calls {
     pub(crate) peer: Settings,
     /// Calls opened so far.
     started: u64,
-    /// Unary callers answered, not yet woken: each caller that completes
-    /// (or gives up) wakes the first.
-    relay: VecDeque<Waker>,
-    /// The same for long reads: each wakes the first two.
-    fan: VecDeque<Waker>,
     /// When the connection's deadline timer is set to ring, if it is: at
     /// or before the earliest deadline of a call open.
     next_deadline: Option<Instant>,
@@ -120,6 +80,8 @@ pub(crate) enum Refused {
 pub(crate) enum CallKind {
     /// One response, collected in the table, and the caller to wake.
     Unary(Option<Waker>),
+    /// One response, handed over in the caller's slot once complete.
+    UnaryTo(Waker, SlotPtr),
     /// A stream, in state the call's handles share.
     Stream(Arc<CallShared>),
 }
@@ -149,6 +111,9 @@ enum State {
     Unary {
         answer: UnaryAnswer,
         waker: Option<Waker>,
+        /// Where the answer goes once complete (the entry is then freed),
+        /// if the caller gave one.
+        slot: Option<SlotPtr>,
     },
     Stream(Arc<CallShared>),
 }
@@ -169,8 +134,6 @@ impl Calls {
             broken: None,
             peer: Settings::DEFAULT,
             started: 0,
-            relay: VecDeque::new(),
-            fan: VecDeque::new(),
             next_deadline: None,
         }
     }
@@ -193,41 +156,6 @@ impl Calls {
     /// Takes no new calls from now on, failing them with `why`.
     pub(crate) fn mark_broken(&mut self, why: Status) {
         self.broken.get_or_insert(why);
-    }
-
-    /// Of the callers `fx` is to wake, leaves the first two and queues the
-    /// rest on the relay; for a read of more than [`RELAY_READ`], leaves
-    /// [`FAN_HEADS`] and queues the rest on the fan; for answers of
-    /// [`LARGE_ANSWER`] bytes or more on average (in `read` bytes), leaves
-    /// only the first. Returns whether any caller is left waiting.
-    pub(crate) fn relay(&mut self, fx: &mut Effects, read: usize) -> bool {
-        let n = fx.wake.len();
-        if read >= n * LARGE_ANSWER {
-            self.relay.extend(fx.wake.drain(n.min(1)..));
-        } else if n <= RELAY_READ {
-            self.relay.extend(fx.wake.drain(n.min(2)..));
-        } else {
-            self.fan.extend(fx.wake.drain(FAN_HEADS..));
-        }
-        !(self.relay.is_empty() && self.fan.is_empty())
-    }
-
-    /// The callers for one that completed to wake, in the order to wake
-    /// them: two of a fan, or else the next of the relay. A task woken
-    /// from a worker goes to its LIFO slot and pushes the one woken before
-    /// out to the worker's queue, where the other worker can take it: the
-    /// last is the one that runs next.
-    pub(crate) fn pass_on(&mut self) -> [Option<Waker>; 2] {
-        match self.fan.pop_front() {
-            Some(next) => [self.fan.pop_front(), Some(next)],
-            None => [None, self.relay.pop_front()],
-        }
-    }
-
-    /// Every caller left on the relay or the fan is to be woken now.
-    pub(crate) fn flush_relay(&mut self, fx: &mut Effects) {
-        fx.wake.extend(self.fan.drain(..));
-        fx.wake.extend(self.relay.drain(..));
     }
 
     /// Registers a call: its id, and whether it is the only one open.
@@ -262,6 +190,12 @@ impl Calls {
             CallKind::Unary(waker) => State::Unary {
                 answer: UnaryAnswer::default(),
                 waker,
+                slot: None,
+            },
+            CallKind::UnaryTo(waker, slot) => State::Unary {
+                answer: UnaryAnswer::default(),
+                waker: Some(waker),
+                slot: Some(slot),
             },
             CallKind::Stream(shared) => State::Stream(shared),
         };
@@ -295,7 +229,7 @@ impl Calls {
     pub(crate) fn expire(&mut self, now: Instant, fx: &mut Effects) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         for (_, entry) in self.entries.iter_mut() {
-            let (Some(at), State::Unary { answer, waker }) = (entry.deadline, &mut entry.state)
+            let (Some(at), State::Unary { answer, waker, .. }) = (entry.deadline, &mut entry.state)
             else {
                 continue;
             };
@@ -322,7 +256,7 @@ impl Calls {
         let Some(entry) = self.entries.get_mut(id as usize) else {
             return Poll::Ready(Err(Status::internal("call vanished")));
         };
-        let State::Unary { answer, waker } = &mut entry.state else {
+        let State::Unary { answer, waker, .. } = &mut entry.state else {
             return Poll::Ready(Err(Status::internal("not a unary call")));
         };
         match answer.take() {
@@ -339,16 +273,31 @@ impl Calls {
         }
     }
 
+    /// The caller of unary call `id`, whose answer is not in yet, is now
+    /// woken with `waker`.
+    pub(crate) fn set_waker(&mut self, id: CallId, new: &Waker) {
+        if let Some(Entry {
+            state: State::Unary { waker, .. },
+            ..
+        }) = self.entries.get_mut(id as usize)
+        {
+            if !waker.as_ref().is_some_and(|w| w.will_wake(new)) {
+                *waker = Some(new.clone());
+            }
+        }
+    }
+
     /// The caller is done with call `id`, finished or not; `sent`: its
-    /// CALL went out, `code`: the code of the CANCEL if one is due.
+    /// CALL went out, `code`: the code of the CANCEL if one is due. A
+    /// slot the call had is detached: nothing is written to it after.
     pub(crate) fn release(&mut self, id: CallId, sent: bool, code: Code, fx: &mut Effects) {
-        // A caller giving up may have been woken by the relay: it passes
-        // it on.
-        fx.wake.extend(self.pass_on().into_iter().flatten());
         let broken = self.broken.is_some();
         let Some(entry) = self.entries.get_mut(id as usize) else {
             return;
         };
+        if let State::Unary { slot, .. } = &mut entry.state {
+            *slot = None;
+        }
         if sent && (!entry.server_done || entry.client_open) {
             // Still open on the wire: cancel; the entry goes when the
             // server's END arrives (PROTOCOL.md §6.1).
@@ -413,7 +362,7 @@ impl Calls {
                     )));
                 }
                 match &mut entry.state {
-                    State::Unary { answer, waker } => {
+                    State::Unary { answer, waker, .. } => {
                         answer
                             .message(m.payload, m.metadata, m.end_stream)
                             .map_err(|_| two_responses(m.call))?;
@@ -436,6 +385,7 @@ impl Calls {
                     }
                 }
                 if m.end_stream {
+                    self.deliver(m.call, fx);
                     self.ended(m.call, fx);
                 }
                 Ok(())
@@ -445,10 +395,16 @@ impl Calls {
                 let entry = self.open_entry(id, "END")?;
                 entry.server_done = true;
                 sample(entry.opened, failure(e.code), fx);
+                let mut deliver = false;
                 match &mut entry.state {
-                    State::Unary { answer, waker } => {
+                    State::Unary {
+                        answer,
+                        waker,
+                        slot,
+                    } => {
                         answer.end(e);
                         fx.wake.extend(waker.take());
+                        deliver = slot.is_some();
                     }
                     State::Stream(s) => {
                         if e.code == Code::Ok {
@@ -469,6 +425,9 @@ impl Calls {
                         call: id,
                         code: Code::Cancelled,
                     }));
+                }
+                if deliver {
+                    self.deliver(id, fx);
                 }
                 self.ended(id, fx);
                 Ok(())
@@ -499,8 +458,8 @@ impl Calls {
     /// The connection is gone: every call fails with `why`.
     pub(crate) fn fail_all(&mut self, why: &Status, fx: &mut Effects) {
         self.mark_broken(why.clone());
-        self.flush_relay(fx);
         let mut gone = Vec::new();
+        let mut answered = Vec::new();
         for (id, entry) in self.entries.iter_mut() {
             if !entry.server_done {
                 sample(entry.opened, true, fx);
@@ -508,15 +467,25 @@ impl Calls {
             entry.server_done = true;
             entry.client_open = false;
             match &mut entry.state {
-                State::Unary { answer, waker } => {
+                State::Unary {
+                    answer,
+                    waker,
+                    slot,
+                } => {
                     answer.fail(why);
                     fx.wake.extend(waker.take());
+                    if slot.is_some() {
+                        answered.push(id as CallId);
+                    }
                 }
                 State::Stream(s) => s.abort(why.clone()),
             }
             if entry.abandoned {
                 gone.push(id as CallId);
             }
+        }
+        for id in answered {
+            self.deliver(id, fx);
         }
         for id in gone {
             self.free(id, fx);
@@ -539,6 +508,29 @@ impl Calls {
                 self.free(id, fx);
             }
         }
+    }
+
+    /// Unary call `id` has its answer: if its caller gave a slot, the
+    /// answer goes there and the entry is freed.
+    #[allow(unsafe_code)]
+    fn deliver(&mut self, id: CallId, fx: &mut Effects) {
+        let Some(Entry {
+            state: State::Unary { answer, slot, .. },
+            ..
+        }) = self.entries.get_mut(id as usize)
+        else {
+            return;
+        };
+        let Some(slot) = slot.take() else {
+            return;
+        };
+        let outcome = answer
+            .take()
+            .unwrap_or_else(|| Err(Status::internal("call ended without its answer")));
+        self.free(id, fx);
+        // SAFETY: under the table's lock (the table is only ever reached
+        // through it), with the entry that held the pointer freed.
+        unsafe { slot.deliver(outcome) };
     }
 
     fn free(&mut self, id: CallId, fx: &mut Effects) {

@@ -144,9 +144,10 @@ fn answered(calls: &mut Calls, fx: &mut Effects, n: usize) -> (Vec<Arc<Count>>, 
 #[test]
 fn callers_answered_together_are_woken_one_after_another() {
     let mut calls = Calls::new();
+    let mut relay = Relay::default();
     let mut fx = Effects::default();
-    let (counts, ids) = answered(&mut calls, &mut fx, RELAY_READ);
-    assert!(calls.relay(&mut fx, 0), "the others wait on the relay");
+    let (counts, ids) = answered(&mut calls, &mut fx, relay::RELAY_READ);
+    assert!(relay.queue(&mut fx, 0), "the others wait on the relay");
     assert_eq!(fx.wake.len(), 2, "only the two heads are woken by the read");
     fx.wake.drain(..).for_each(Waker::wake);
     let woken = |counts: &[Arc<Count>]| counts.iter().map(|c| wakes(c)).sum::<usize>();
@@ -156,32 +157,37 @@ fn callers_answered_together_are_woken_one_after_another() {
     );
     // The first takes its answer and passes the relay on.
     assert!(poll(&mut calls, ids[0]).is_ready());
-    let [none, next] = calls.pass_on();
+    let [none, next] = relay.pass_on();
     assert!(none.is_none(), "a relay passes on one");
     next.unwrap().wake();
     assert_eq!((wakes(&counts[2]), woken(&counts)), (1, 3));
     // The second gives up instead: it passes it on too.
     calls.release(ids[1], true, Code::Cancelled, &mut fx);
-    fx.wake.drain(..).for_each(Waker::wake);
+    relay.pass_on().into_iter().flatten().for_each(Waker::wake);
     assert_eq!((wakes(&counts[3]), woken(&counts)), (1, 4));
 }
 
 #[test]
 fn a_long_read_wakes_a_fan() {
     let mut calls = Calls::new();
+    let mut relay = Relay::default();
     let mut fx = Effects::default();
-    let n = RELAY_READ + 1;
+    let n = relay::RELAY_READ + 1;
     let (counts, ids) = answered(&mut calls, &mut fx, n);
-    assert!(calls.relay(&mut fx, n * 100), "the others wait on the fan");
-    assert_eq!(fx.wake.len(), FAN_HEADS, "the read wakes the fan's heads");
+    assert!(relay.queue(&mut fx, n * 100), "the others wait on the fan");
+    assert_eq!(
+        fx.wake.len(),
+        relay::FAN_HEADS,
+        "the read wakes the fan's heads"
+    );
     fx.wake.drain(..).for_each(Waker::wake);
     let woken = |counts: &[Arc<Count>]| counts.iter().map(|c| wakes(c)).sum::<usize>();
     // Each caller that takes its answer wakes the next two, until none
     // are left; every caller is woken exactly once.
     for (i, &id) in ids.iter().enumerate() {
         assert!(poll(&mut calls, id).is_ready());
-        let [second, first] = calls.pass_on();
-        let expected = (n - FAN_HEADS).saturating_sub(2 * i).min(2);
+        let [second, first] = relay.pass_on();
+        let expected = (n - relay::FAN_HEADS).saturating_sub(2 * i).min(2);
         assert_eq!(
             usize::from(first.is_some()) + usize::from(second.is_some()),
             expected,
@@ -196,19 +202,20 @@ fn a_long_read_wakes_a_fan() {
 #[test]
 fn a_short_read_starts_two_relays() {
     let mut calls = Calls::new();
+    let mut relay = Relay::default();
     let mut fx = Effects::default();
     let (_, ids) = answered(&mut calls, &mut fx, 3);
-    assert!(calls.relay(&mut fx, 3 * 100));
+    assert!(relay.queue(&mut fx, 3 * 100));
     assert_eq!(fx.wake.len(), 2, "two are woken by the read");
     fx.wake.clear();
     assert!(poll(&mut calls, ids[0]).is_ready());
     assert!(
-        matches!(calls.pass_on(), [None, Some(_)]),
+        matches!(relay.pass_on(), [None, Some(_)]),
         "the third is passed on"
     );
     assert!(poll(&mut calls, ids[1]).is_ready());
     assert!(
-        matches!(calls.pass_on(), [None, None]),
+        matches!(relay.pass_on(), [None, None]),
         "and the relay is over"
     );
 }
@@ -216,20 +223,22 @@ fn a_short_read_starts_two_relays() {
 #[test]
 fn a_short_read_of_large_answers_starts_one_relay() {
     let mut calls = Calls::new();
+    let mut relay = Relay::default();
     let mut fx = Effects::default();
     answered(&mut calls, &mut fx, 3);
-    assert!(calls.relay(&mut fx, 3 * 16_400));
+    assert!(relay.queue(&mut fx, 3 * 16_400));
     assert_eq!(fx.wake.len(), 1, "one is woken by the read");
 }
 
 #[test]
 fn a_flush_or_a_lost_connection_wakes_the_whole_relay() {
     let mut calls = Calls::new();
+    let mut relay = Relay::default();
     let mut fx = Effects::default();
     let (counts, _) = answered(&mut calls, &mut fx, 5);
-    calls.relay(&mut fx, 0);
+    relay.queue(&mut fx, 0);
     fx.wake.clear();
-    calls.flush_relay(&mut fx);
+    relay.flush(&mut fx);
     assert_eq!(fx.wake.len(), 3, "all but the two heads");
     fx.wake.drain(..).for_each(Waker::wake);
     assert_eq!(counts.iter().map(|c| wakes(c)).sum::<usize>(), 3);
@@ -238,9 +247,10 @@ fn a_flush_or_a_lost_connection_wakes_the_whole_relay() {
     for _ in 0..3 {
         fx.wake.push(waker.clone());
     }
-    calls.relay(&mut fx, 0);
+    relay.queue(&mut fx, 0);
     fx.wake.clear();
     calls.fail_all(&Status::unavailable("lost"), &mut fx);
+    relay.flush(&mut fx);
     assert_eq!(fx.wake.len(), 1, "the relay's caller is woken");
 }
 
@@ -325,8 +335,8 @@ fn ids_come_back_under_128_after_a_burst() {
     assert_eq!(calls.len(), 3);
     let next: Vec<CallId> = (0..100).map(|_| open_unary(&mut calls)).collect();
     assert!(next.iter().all(|&id| id < 128 && id != 3), "{next:?}");
-    // With 128 or more in flight, the id freed last is taken (the
-    // caller's next call finds its entry where it left it).
+    // With 128 or more in flight, the id freed last is taken (its entry
+    // the one touched last).
     let more: Vec<CallId> = (0..30).map(|_| open_unary(&mut calls)).collect();
     assert_eq!(calls.len(), 133);
     let id = more[7];
@@ -342,4 +352,65 @@ fn an_entry_is_at_most_two_cache_lines_of_its_own() {
     use std::mem::{align_of, size_of};
     assert_eq!(align_of::<Entry>(), 64);
     assert!(size_of::<Entry>() <= 128, "{} bytes", size_of::<Entry>());
+}
+
+fn open_slot(calls: &mut Calls, slot: &AnswerSlot) -> CallId {
+    let (_, waker) = counting();
+    // SAFETY: every slot here outlives the table it is registered with.
+    #[allow(unsafe_code)]
+    let kind = CallKind::UnaryTo(waker, unsafe { SlotPtr::new(slot) });
+    match calls.open(kind, true, 0) {
+        Ok((id, _)) => id,
+        Err(_) => panic!("opens"),
+    }
+}
+
+#[test]
+fn an_answer_given_a_slot_goes_there_and_frees_the_id_at_once() {
+    let slot = AnswerSlot::default();
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let id = open_slot(&mut calls, &slot);
+    assert!(!slot.is_ready() && slot.take().is_none());
+    calls.frame(message(id, true), &mut fx).unwrap();
+    assert!(slot.is_ready(), "the answer is handed over");
+    assert_eq!((calls.len(), fx.freed, fx.wake.len()), (0, 1, 1));
+    let Some(Ok((body, _, _))) = slot.take() else {
+        panic!("answered")
+    };
+    assert_eq!(&body[..], b"ok");
+    assert!(slot.take().is_none(), "taken once");
+    // The id is free for the next call before the caller has polled.
+    assert_eq!(open_unary(&mut calls), id);
+}
+
+#[test]
+fn an_error_or_a_lost_connection_is_handed_over_in_the_slot() {
+    let (a, b) = (AnswerSlot::default(), AnswerSlot::default());
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let first = open_slot(&mut calls, &a);
+    let _second = open_slot(&mut calls, &b);
+    calls
+        .frame(Frame::End(End::new(first, Code::NotFound)), &mut fx)
+        .unwrap();
+    assert_eq!(a.take().unwrap().unwrap_err().code(), Code::NotFound);
+    calls.fail_all(&Status::unavailable("lost"), &mut fx);
+    assert_eq!(b.take().unwrap().unwrap_err().code(), Code::Unavailable);
+    assert_eq!((calls.len(), fx.freed), (0, 2));
+}
+
+#[test]
+fn a_released_slot_is_detached_and_never_written() {
+    let slot = AnswerSlot::default();
+    let mut calls = Calls::new();
+    let mut fx = Effects::default();
+    let id = open_slot(&mut calls, &slot);
+    calls.release(id, true, Code::Cancelled, &mut fx);
+    assert!(matches!(fx.send.as_slice(), [Frame::Cancel(c)] if c.call == id));
+    // The server's answer crossed the CANCEL: it frees the id, and the
+    // slot (gone, in a real caller) is not touched.
+    calls.frame(message(id, true), &mut fx).unwrap();
+    assert!(!slot.is_ready());
+    assert_eq!((calls.len(), fx.freed), (0, 1));
 }
