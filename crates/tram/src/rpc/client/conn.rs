@@ -20,7 +20,7 @@ use super::super::codec::{EncodeError, Open, RpcEncoder};
 use super::super::intercept::ClientInterceptor;
 use super::super::stream::CallShared;
 use super::super::unary::Answer;
-use super::calls::{AnswerSlot, CallKind, Calls, Effects, Refused, Relay, SlotPtr};
+use super::calls::{AnswerSlot, CallKind, Calls, Effects, Refused, SharedRelay, SlotPtr};
 use super::deadlines::DeadlineTimer;
 use super::share::ConnRef;
 use crate::balance::endpoint::{Stats, nanos};
@@ -58,7 +58,7 @@ pub(crate) struct ClientConn {
     pub(super) deadlines: DeadlineTimer,
     /// The unary callers a read answered, to wake one after another (a
     /// lock of its own, held for a pop: see `calls::relay`).
-    pub(super) relay: parking_lot::Mutex<Relay>,
+    pub(super) relay: SharedRelay,
 }
 
 /// Why [`ClientConn::try_open_unary`] did not open the call.
@@ -95,7 +95,7 @@ impl ClientConn {
             abandoned: AtomicBool::new(false),
             stats,
             deadlines: DeadlineTimer::default(),
-            relay: parking_lot::Mutex::new(Relay::default()),
+            relay: SharedRelay::default(),
         }
     }
 
@@ -263,7 +263,7 @@ impl ClientConn {
     /// LIFO slot, pushing the one woken before out to the worker's queue:
     /// the last is the one that runs next.
     pub(super) fn pass_on(&self) {
-        let next = self.relay.lock().pass_on();
+        let next = self.relay.pass_on();
         for w in next.into_iter().flatten() {
             w.wake();
         }
@@ -297,7 +297,7 @@ impl ClientConn {
         };
         let mut calls = self.calls();
         calls.fail_all(why, &mut fx);
-        self.relay.lock().flush(&mut fx);
+        self.relay.flush(&mut fx);
         self.apply(calls, &mut fx);
         self.capacity.notify_waiters();
     }

@@ -156,7 +156,7 @@ async fn read_loop(
             biased;
             () = &mut flush, if flush_armed => {
                 flush_armed = false;
-                conn.relay.lock().flush(&mut fx);
+                conn.relay.flush(&mut fx);
                 fx.wake.drain(..).for_each(std::task::Waker::wake);
                 continue;
             }
@@ -265,7 +265,7 @@ async fn read_loop(
                     }
                 }
                 let read = (inbound.bytes_received() - handled) as usize;
-                let relaying = relay && conn.relay.lock().queue(&mut fx, read);
+                let relaying = relay && conn.relay.queue(&mut fx, read);
                 conn.apply(calls, &mut fx);
                 relaying
             };

@@ -32,7 +32,9 @@ mod ids;
 mod relay;
 mod slot;
 use ids::Ids;
-pub(crate) use relay::Relay;
+#[cfg(test)]
+use relay::Relay;
+pub(crate) use relay::SharedRelay;
 pub(crate) use slot::{AnswerSlot, SlotPtr};
 
 /// The calls of one connection.

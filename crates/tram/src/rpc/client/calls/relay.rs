@@ -25,7 +25,10 @@
 //! routes a read.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;
+
+use parking_lot::Mutex;
 
 use super::Effects;
 
@@ -93,9 +96,59 @@ impl Relay {
         }
     }
 
+    fn is_empty(&self) -> bool {
+        self.relay.is_empty() && self.fan.is_empty()
+    }
+
     /// Every caller left on the relay or the fan is to be woken now.
     pub(crate) fn flush(&mut self, fx: &mut Effects) {
         fx.wake.extend(self.fan.drain(..));
         fx.wake.extend(self.relay.drain(..));
+    }
+}
+
+/// A connection's [`Relay`], shared by its reader and its callers: a
+/// caller that completes when nothing waits on it (one call in flight, a
+/// short read) does not take the lock.
+#[derive(Default)]
+pub(crate) struct SharedRelay {
+    relay: Mutex<Relay>,
+    /// Some caller may be waiting on it (set under the lock, cleared there
+    /// when it empties).
+    waiting: AtomicBool,
+}
+
+impl SharedRelay {
+    /// [`Relay::queue`].
+    pub(crate) fn queue(&self, fx: &mut Effects, read: usize) -> bool {
+        if fx.wake.len() <= 1 {
+            return self.waiting.load(Ordering::Relaxed);
+        }
+        let mut relay = self.relay.lock();
+        let waiting = relay.queue(fx, read);
+        self.waiting.store(waiting, Ordering::Relaxed);
+        waiting
+    }
+
+    /// [`Relay::pass_on`]. The callers it finds waiting were queued before
+    /// the read that queued them woke anyone, so a caller woken by that
+    /// read (or by one of them) sees the flag set.
+    pub(crate) fn pass_on(&self) -> [Option<Waker>; 2] {
+        if !self.waiting.load(Ordering::Relaxed) {
+            return [None, None];
+        }
+        let mut relay = self.relay.lock();
+        let next = relay.pass_on();
+        if relay.is_empty() {
+            self.waiting.store(false, Ordering::Relaxed);
+        }
+        next
+    }
+
+    /// [`Relay::flush`].
+    pub(crate) fn flush(&self, fx: &mut Effects) {
+        let mut relay = self.relay.lock();
+        relay.flush(fx);
+        self.waiting.store(false, Ordering::Relaxed);
     }
 }
