@@ -264,6 +264,7 @@ async fn read_loop(
                         break;
                     }
                 }
+                calls.answered(fx.wake.len());
                 let read = (inbound.bytes_received() - handled) as usize;
                 let relaying = relay && conn.relay.queue(&mut fx, read);
                 conn.apply(calls, &mut fx);

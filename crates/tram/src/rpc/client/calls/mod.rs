@@ -51,6 +51,11 @@ pub(crate) struct Calls {
     /// When the connection's deadline timer is set to ring, if it is: at
     /// or before the earliest deadline of a call open.
     next_deadline: Option<Instant>,
+    /// Unary callers the reader's last run of frames answered. Their
+    /// entries are freed as the answers are handed over, before the callers
+    /// run: a caller opening its next call then may find its entry the only
+    /// one while the others answered with it are about to open theirs.
+    last_answered: usize,
 }
 
 /// What the connection must do after the table changed: the frames go out
@@ -137,6 +142,7 @@ impl Calls {
             peer: Settings::DEFAULT,
             started: 0,
             next_deadline: None,
+            last_answered: 0,
         }
     }
 
@@ -160,7 +166,13 @@ impl Calls {
         self.broken.get_or_insert(why);
     }
 
-    /// Registers a call: its id, and whether it is the only one open.
+    /// The reader's run of frames just handled answered `n` unary callers.
+    pub(crate) fn answered(&mut self, n: usize) {
+        self.last_answered = n;
+    }
+
+    /// Registers a call: its id, and whether it is the only one open (and
+    /// the last read answered no other caller).
     pub(crate) fn open(
         &mut self,
         kind: CallKind,
@@ -211,7 +223,9 @@ impl Calls {
             deadline,
         }) as CallId;
         self.started += 1;
-        Ok((id, self.entries.len() == 1))
+        // Alone: no other call in flight, nor about to be opened by a
+        // caller answered with this one's last.
+        Ok((id, self.entries.len() == 1 && self.last_answered <= 1))
     }
 
     /// Whether the connection's deadline timer must be set (earlier) for

@@ -414,3 +414,28 @@ fn a_released_slot_is_detached_and_never_written() {
     assert!(!slot.is_ready());
     assert_eq!((calls.len(), fx.freed), (0, 1));
 }
+
+#[test]
+fn a_call_is_alone_only_when_the_last_read_answered_no_other_caller() {
+    let mut calls = Calls::new();
+    let open = |calls: &mut Calls| match calls.open(CallKind::Unary(None), true, 0) {
+        Ok((id, alone)) => (id, alone),
+        Err(_) => panic!("opens"),
+    };
+    let (id, alone) = open(&mut calls);
+    assert!(alone, "the only call");
+    let mut fx = Effects::default();
+    calls.frame(message(id, true), &mut fx).unwrap();
+    assert!(poll(&mut calls, id).is_ready());
+    // A read answered sixteen callers, whose entries are already freed:
+    // the first to open again is not alone, the others are about to.
+    calls.answered(16);
+    let (id, alone) = open(&mut calls);
+    assert!(!alone);
+    calls.release(id, false, Code::Cancelled, &mut fx);
+    calls.answered(1);
+    assert!(
+        open(&mut calls).1,
+        "one answered: its caller's next call is alone"
+    );
+}
