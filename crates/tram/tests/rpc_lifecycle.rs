@@ -201,6 +201,57 @@ async fn graceful_shutdown_drains_calls_in_flight_and_refuses_new_ones() {
     assert_eq!(err.code(), Code::Unavailable, "{err}");
 }
 
+/// A connection looks at the server's stop signal only when it may have
+/// come, after registering for it once: one that has been idle since and
+/// one busy with calls all along both see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_reaches_idle_and_busy_connections() {
+    // Far longer than the test waits: connections must close on their own.
+    let (addr, stop, task) = start(
+        echo_service()
+            .drain_timeout(Duration::from_secs(60))
+            .build(),
+    )
+    .await;
+    let idle = Channel::new(addr.to_string());
+    let _: Response<Echo> = idle
+        .unary("/test.Echo/Say", Request::new(echo(0)))
+        .await
+        .unwrap();
+    let busy = Channel::new(addr.to_string());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let caller = tokio::spawn({
+        let (busy, calls) = (busy.clone(), calls.clone());
+        async move {
+            loop {
+                let r = busy
+                    .unary::<_, Echo>("/test.Echo/Say", Request::new(echo(1)))
+                    .await;
+                match r {
+                    Ok(_) => calls.fetch_add(1, Ordering::Relaxed),
+                    Err(e) => return e,
+                };
+            }
+        }
+    });
+    while calls.load(Ordering::Relaxed) < 1_000 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let _ = stop.send(());
+    within(5, "server returns after its connections close", task)
+        .await
+        .unwrap();
+    let err = within(5, "the busy connection's calls end", caller)
+        .await
+        .unwrap();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
+    let err = idle
+        .unary::<_, Echo>("/test.Echo/Say", Request::new(echo(2)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spawned_handlers_answer_and_are_cancelled() {
     let (builder, dropped_rx) = with_hang(echo_service().spawn_handlers(true));

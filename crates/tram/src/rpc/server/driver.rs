@@ -99,6 +99,13 @@ pub(crate) async fn serve(
     // Made at the first deadline of a connection's maximum age: one
     // without never registers this timer.
     let mut life_timer: Option<Alarm> = None;
+    // Whether the stop signal may have come: a version number read without
+    // the channel's lock. The future below is polled to register its
+    // wake-up (again if the waker changes), then only when this says so:
+    // every connection of the server shares the channel, and polling it
+    // locks the channel's list of waiters.
+    let signal = stop.clone();
+    let mut registered: Option<std::task::Waker> = None;
     // A persistent future, so that its wake-up registration survives polls.
     let mut stopped = pin!(async move {
         while !*stop.borrow_and_update() {
@@ -115,7 +122,14 @@ pub(crate) async fn serve(
         if let Poll::Ready(done) = d.poll(&mut inbound, cx) {
             return Poll::Ready(done);
         }
-        if !d.life.closing() && stopped.as_mut().poll(cx).is_ready() {
+        if !d.life.closing()
+            && (signal.has_changed().unwrap_or(true)
+                || !registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())))
+            && {
+                registered = Some(cx.waker().clone());
+                stopped.as_mut().poll(cx).is_ready()
+            }
+        {
             d.closing = CloseReason::Shutdown;
             d.begin_close("server shutting down");
             // Polled again at once: a connection with no calls open ends.
