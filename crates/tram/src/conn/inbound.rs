@@ -232,6 +232,11 @@ where
             self.state = ReadState::Done;
             return Some(Err(e));
         }
+        // No bytes, no message (the decoder's contract): most reads end
+        // with a look at an empty buffer.
+        if self.buf.is_empty() {
+            return None;
+        }
         match self.decoder.decode(&mut self.buf) {
             Ok(Some(item)) => Some(Ok(item)),
             Ok(None) => None,

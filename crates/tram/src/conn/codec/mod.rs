@@ -34,6 +34,8 @@ pub trait Decoder {
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// Decodes one message from the front of `src`, removing its bytes.
+    /// A message takes at least one byte: the connection does not call
+    /// this while `src` is empty.
     ///
     /// # Errors
     ///
