@@ -122,14 +122,13 @@ pub(crate) async fn serve(
         if let Poll::Ready(done) = d.poll(&mut inbound, cx) {
             return Poll::Ready(done);
         }
-        if !d.life.closing()
+        let look = !d.life.closing()
             && (signal.has_changed().unwrap_or(true)
-                || !registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())))
-            && {
-                registered = Some(cx.waker().clone());
-                stopped.as_mut().poll(cx).is_ready()
-            }
-        {
+                || !registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())));
+        if look {
+            registered = Some(cx.waker().clone());
+        }
+        if look && stopped.as_mut().poll(cx).is_ready() {
             d.closing = CloseReason::Shutdown;
             d.begin_close("server shutting down");
             // Polled again at once: a connection with no calls open ends.
