@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use support::echo::{Echo, echo, echo_service, start, with_hang};
+use support::echo::{Echo, connected, echo, echo_service, start, with_hang};
 use support::within;
 use tram::conn::{Listener, TcpConfig};
 use tram::rpc::{Channel, Code, Request, Response, Status};
@@ -82,11 +82,7 @@ async fn concurrency_limit_fails_or_waits_as_configured() {
     b.await.unwrap().unwrap();
 
     // Wait: all of them complete, two at a time.
-    let ch = Channel::new(addr.to_string());
-    let _: Response<Echo> = ch
-        .unary("/test.Echo/Say", Request::new(echo(0)))
-        .await
-        .unwrap();
+    let ch = connected(addr).await;
     let done = Arc::new(AtomicUsize::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..6 {
@@ -113,11 +109,7 @@ async fn killing_the_server_fails_pending_calls_and_the_client_reconnects() {
             .build(),
     )
     .await;
-    let ch = Channel::new(addr.to_string());
-    let _: Response<Echo> = ch
-        .unary("/test.Echo/Say", Request::new(echo(0)))
-        .await
-        .unwrap();
+    let ch = connected(addr).await;
     let pending: Vec<_> = (0..20)
         .map(|_| {
             let ch = ch.clone();
@@ -167,11 +159,7 @@ async fn killing_the_server_fails_pending_calls_and_the_client_reconnects() {
 async fn graceful_shutdown_drains_calls_in_flight_and_refuses_new_ones() {
     let (addr, stop, task) =
         start(echo_service().drain_timeout(Duration::from_secs(5)).build()).await;
-    let ch = Channel::new(addr.to_string());
-    let _: Response<Echo> = ch
-        .unary("/test.Echo/Say", Request::new(echo(0)))
-        .await
-        .unwrap();
+    let ch = connected(addr).await;
     // Calls that take 300 ms are in flight when the shutdown starts.
     let in_flight: Vec<_> = (0..10)
         .map(|i| {
@@ -213,11 +201,7 @@ async fn a_shutdown_reaches_idle_and_busy_connections() {
             .build(),
     )
     .await;
-    let idle = Channel::new(addr.to_string());
-    let _: Response<Echo> = idle
-        .unary("/test.Echo/Say", Request::new(echo(0)))
-        .await
-        .unwrap();
+    let idle = connected(addr).await;
     let busy = Channel::new(addr.to_string());
     let calls = Arc::new(AtomicUsize::new(0));
     let caller = tokio::spawn({

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
-use tram::rpc::{Code, Metadata, Request, Response, Server, ServerBuilder, Status};
+use tram::rpc::{Channel, Code, Metadata, Request, Response, Server, ServerBuilder, Status};
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Echo {
@@ -29,6 +29,17 @@ pub async fn start(
     server: Server,
 ) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     super::serve(server).await
+}
+
+/// A channel to `addr` that has made one call, so that its connection is
+/// open and the server's settings are known.
+pub async fn connected(addr: SocketAddr) -> Channel {
+    let ch = Channel::new(addr.to_string());
+    let _: Response<Echo> = ch
+        .unary("/test.Echo/Say", Request::new(echo(0)))
+        .await
+        .unwrap();
+    ch
 }
 
 /// A stream over an mpsc receiver (what handlers commonly return).
