@@ -25,6 +25,10 @@ pub(crate) struct Machine {
     /// its sends with timers (on loopback, with no `fq` qdisc to do it), which
     /// bounds how fast large messages move; see `runner::congestion_control`.
     pub(crate) congestion_control: String,
+    /// What idle CPUs do (`runner::idle`): on a guest whose vCPUs halt at
+    /// once, a wake-up goes through the host, and one call in flight
+    /// measures that more than any system.
+    pub(crate) cpuidle: crate::runner::idle::Idle,
     /// The cargo profile the bench was built with: `release` (the
     /// default), `lto` (`cargo run --profile lto`), or `debug` in tests.
     pub(crate) build: &'static str,
@@ -60,6 +64,7 @@ impl Machine {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map_or_else(|_| "unknown".into(), |k| k.trim().to_string()),
             congestion_control: crate::runner::congestion_control(),
+            cpuidle: crate::runner::idle::Idle::this(),
             build: env!("TRAM_BENCH_PROFILE"),
             source: env!("TRAM_BENCH_SOURCE"),
             core_to_core_ns: crate::runner::guest::probes(),

@@ -3,11 +3,13 @@
 //! CPU time is measured on its own), pinning, the measuring window, and the
 //! loads every system's client runs under: closed-loop calls (`load`) and
 //! a window of streamed messages (`flow`); and the guest's own figures,
-//! its core-to-core round trip (`guest`) and its stalls (`stalls`).
+//! its core-to-core round trip (`guest`), its stalls (`stalls`) and what
+//! its idle CPUs do (`idle`).
 
 pub(crate) mod clock;
 pub(crate) mod flow;
 pub(crate) mod guest;
+pub(crate) mod idle;
 pub(crate) mod latency;
 pub(crate) mod load;
 pub(crate) mod movsb;
@@ -57,14 +59,17 @@ pub(crate) struct ProcArgs {
 
 impl ProcArgs {
     /// A run's banner: [`ProcArgs::describe`], the kernel's TCP congestion
-    /// control when it is not the usual cubic, and the commit the bench was
-    /// built from.
+    /// control when it is not the usual cubic, idle CPUs that poll before
+    /// they halt, and the commit the bench was built from.
     pub(crate) fn banner(&self) -> String {
-        let built = format!("built from {}", env!("TRAM_BENCH_SOURCE"));
+        let mut parts = vec![self.describe()];
         match congestion_control().as_str() {
-            "cubic" => format!("{}, {built}", self.describe()),
-            cc => format!("{}, TCP congestion control {cc}, {built}", self.describe()),
+            "cubic" => {}
+            cc => parts.push(format!("TCP congestion control {cc}")),
         }
+        parts.extend(idle::Idle::this().polling());
+        parts.push(format!("built from {}", env!("TRAM_BENCH_SOURCE")));
+        parts.join(", ")
     }
 
     /// How the processes run: "2 workers per process", "1 client worker, 2

@@ -86,7 +86,18 @@ impl Guest {
                     (Some(family), Some(model)) => format!(" (family {family}, model {model})"),
                     _ => String::new(),
                 };
-                self.machine = Some(format!("{cpu}{model}, kernel {kernel}, {cc}"));
+                let idle = match (
+                    text("cpuidle/driver"),
+                    field("cpuidle/halt_poll_ns").and_then(Value::as_u64),
+                ) {
+                    (Some(driver), Some(0)) => format!(", {driver} idle halting at once"),
+                    (Some(driver), Some(ns)) => {
+                        format!(", {driver} idle polling {} µs", ns.div_ceil(1000))
+                    }
+                    (Some(driver), None) => format!(", {driver} idle"),
+                    (None, _) => String::new(),
+                };
+                self.machine = Some(format!("{cpu}{model}, kernel {kernel}, {cc}{idle}"));
             }
         }
         if let Some(probes) = json

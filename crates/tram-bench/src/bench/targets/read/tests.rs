@@ -253,6 +253,34 @@ fn the_guest_line_names_the_cpu_family_and_model_when_recorded() {
 }
 
 #[test]
+fn the_guest_line_says_what_idle_cpus_do_when_recorded() {
+    let line = |cpuidle: Value| {
+        let mut guest = Guest::default();
+        let mut run = compare_run(json!([]));
+        run["machine"] = json!({"cpu": "AMD EPYC", "kernel": "6.18",
+                                "congestion_control": "bbr", "cpuidle": cpuidle});
+        guest.add(&run);
+        guest.line().unwrap()
+    };
+    assert_eq!(
+        line(json!({"driver": "haltpoll", "governor": "haltpoll", "halt_poll_ns": 0})),
+        "Guest: AMD EPYC, kernel 6.18, bbr, haltpoll idle halting at once."
+    );
+    assert_eq!(
+        line(json!({"driver": "haltpoll", "governor": "haltpoll", "halt_poll_ns": 200000})),
+        "Guest: AMD EPYC, kernel 6.18, bbr, haltpoll idle polling 200 µs."
+    );
+    assert_eq!(
+        line(json!({"driver": "intel_idle", "governor": "menu", "halt_poll_ns": null})),
+        "Guest: AMD EPYC, kernel 6.18, bbr, intel_idle idle."
+    );
+    assert_eq!(
+        line(json!({"driver": null, "governor": null, "halt_poll_ns": null})),
+        "Guest: AMD EPYC, kernel 6.18, bbr."
+    );
+}
+
+#[test]
 fn runs_off_the_default_setting_or_build_are_left_out() {
     let mut pinned = compare_run(json!([]));
     pinned["proc"]["pin"] = json!(true);
