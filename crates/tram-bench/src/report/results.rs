@@ -41,7 +41,13 @@ pub(crate) struct SystemResult {
     /// Calls per second, one per round.
     pub(crate) rates: Vec<f64>,
     pub(crate) rate: Summary,
+    /// Latency over every call of every round (the histograms merged).
     pub(crate) latency: Percentiles,
+    /// Each round's p50 (µs). Their median counts each round once, as the
+    /// ratios do: in the merged histogram a round that made several times
+    /// the calls of the others (a client and server that happened to share
+    /// one vCPU, at one call in flight) decides the p50 alone.
+    pub(crate) p50_rounds_us: Vec<f64>,
     pub(crate) client_cpu_us: Summary,
     pub(crate) server_cpu_us: Summary,
     /// Context switches of each process per thousand calls: the threads

@@ -19,7 +19,9 @@
 //!
 //! The readings are those the bench prints itself: ratios taken round by
 //! round, then their median; CPU a call as the medians of client and
-//! server; p50s from the rounds' merged histograms. Where a run has the
+//! server; a p50 as the median of the rounds' p50s (the merged
+//! histogram's in files from before those were recorded, where a round
+//! several times quicker than the others could set it alone). Where a run has the
 //! floor or the least RPC client (`floor-tasks`) beside tram, their own
 //! figures follow tram's reading (the floor's spread; the least client's
 //! spread, client CPU and p50 over the floor's), as context that never

@@ -113,9 +113,7 @@ impl Guest {
             let (payload, c) = (num(setting, "/payload"), num(setting, "/concurrency"));
             match (floor, payload, c) {
                 (Some(f), Some(16.0), Some(256.0)) => self.floor_256.extend(num(f, "/rate/median")),
-                (Some(f), Some(16.0), Some(1.0)) => {
-                    self.floor_p50_1.extend(num(f, "/latency/p50_us"))
-                }
+                (Some(f), Some(16.0), Some(1.0)) => self.floor_p50_1.extend(p50(f)),
                 _ => {}
             }
         }
@@ -155,6 +153,20 @@ impl Guest {
 
 fn num(v: &Value, pointer: &str) -> Option<f64> {
     v.pointer(pointer).and_then(Value::as_f64)
+}
+
+/// A system's p50 at one setting: the median of its rounds' p50s, or in
+/// files written before they were recorded, the merged histogram's.
+fn p50(system: &Value) -> Option<f64> {
+    let rounds: Vec<f64> = system
+        .get("p50_rounds_us")
+        .and_then(Value::as_array)
+        .map(|v| v.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default();
+    if rounds.is_empty() {
+        return num(system, "/latency/p50_us");
+    }
+    Some(crate::report::Summary::of(&rounds).median)
 }
 
 /// A summary's median, minimum and maximum.
@@ -197,14 +209,8 @@ fn compare(json: &Value) -> Vec<Reading> {
         match (payload, c) {
             (16, 256) => closed_256(systems, tram, &mut out),
             (16, 1) => {
-                if let (Some(t), Some(f)) = (
-                    num(tram, "/latency/p50_us"),
-                    system(systems, "floor").and_then(|f| num(f, "/latency/p50_us")),
-                ) {
-                    let least = least_client(systems, |l| {
-                        let p50 = num(l, "/latency/p50_us")?;
-                        Some(format!("{:.3}x", p50 / f))
-                    });
+                if let (Some(t), Some(f)) = (p50(tram), system(systems, "floor").and_then(p50)) {
+                    let least = least_client(systems, |l| Some(format!("{:.3}x", p50(l)? / f)));
                     out.push(Reading {
                         target: Target::C1Latency,
                         detail: None,

@@ -82,6 +82,25 @@ fn one_slow_round_breaks_the_spread_and_cpu_over_the_limit_fails() {
 }
 
 #[test]
+fn one_in_flight_is_read_from_the_rounds_p50s_not_a_quicker_rounds_calls() {
+    // One round of five in which client and server shared a vCPU made
+    // seven times the calls, and so most of the merged histogram: its p50
+    // is that round's. Each round counts once.
+    let run = compare_run(json!([
+        {"payload": 16, "concurrency": 1, "systems": [
+            {"system": "tram", "latency": {"p50_us": 8.6},
+             "p50_rounds_us": [81.5, 8.6, 82.0, 80.9, 83.1]},
+            {"system": "floor", "latency": {"p50_us": 71.9},
+             "p50_rounds_us": [71.0, 72.0, 73.4, 72.4, 71.9]},
+        ]},
+    ]));
+    let r = counted(&run);
+    let c1 = r.iter().find(|r| r.target == Target::C1Latency).unwrap();
+    assert_eq!(c1.text, "1.132x (81.5 against 72.0 µs)");
+    assert_eq!(c1.verdict, Verdict::NotMet);
+}
+
+#[test]
 fn the_least_rpc_client_is_read_beside_tram_and_changes_no_verdict() {
     let run = compare_run(json!([
         {"payload": 16, "concurrency": 256, "systems": [
