@@ -159,8 +159,7 @@ fn print_round_p50s(results: &[SystemResult]) {
         })
         .collect();
     println!(
-        "
-p50 µs as the median of the rounds' (range), the merged histograms' set by a quicker round: {}",
+        "\np50 µs as the median of the rounds' (range), the merged histograms' set by a quicker round: {}",
         each.join(", ")
     );
 }

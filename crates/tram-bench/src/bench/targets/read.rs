@@ -166,7 +166,7 @@ fn p50(system: &Value) -> Option<f64> {
     if rounds.is_empty() {
         return num(system, "/latency/p50_us");
     }
-    Some(crate::report::Summary::of(&rounds).median)
+    Some(Summary::of(&rounds).median)
 }
 
 /// A summary's median, minimum and maximum.
