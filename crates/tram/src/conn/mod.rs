@@ -35,6 +35,7 @@ mod error;
 mod inbound;
 mod net;
 mod outbound;
+pub(crate) mod paced;
 mod readpool;
 mod writebuf;
 

@@ -9,7 +9,7 @@ use tokio::net::TcpStream;
 use tram_wire::Settings;
 
 use super::codec::{Hello, RpcEncoder, RunDecoder};
-use crate::conn::{self, Connection, Inbound, Sender};
+use crate::conn::{self, Connection, Inbound, Sender, paced};
 
 /// The read half of a connection, whatever the transport (TCP or TLS):
 /// one virtual call per read.
@@ -49,10 +49,17 @@ where
     (Box::new(read), Box::new(write))
 }
 
-/// Splits a TCP stream, without a lock between the halves.
+/// Splits a TCP stream, without a lock between the halves; on a
+/// connection whose kernel paces its sends, the write half writes large
+/// messages a segment's worth at a time ([`paced`]).
 pub(crate) fn split_tcp(stream: TcpStream) -> Halves {
+    let paces = paced::paces(&stream);
     let (read, write) = stream.into_split();
-    (Box::new(read), Box::new(write))
+    if paces {
+        (Box::new(read), Box::new(paced::SegmentWrites(write)))
+    } else {
+        (Box::new(read), Box::new(write))
+    }
 }
 
 /// The client's transport to `target`: TLS after its handshake when

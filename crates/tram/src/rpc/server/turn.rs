@@ -27,13 +27,11 @@ const DEEP_TURN_FRAMES: usize = 24;
 /// Measured, not derived (see the bench log).
 const TURN_BYTES: u64 = 128 * 1024;
 
-/// The largest TCP segment the kernel builds (64 KiB with segmentation
-/// offload, loopback's included). A kernel that paces sends itself (BBR
-/// without the `fq` qdisc) lets one segment of a write go at once and
-/// holds the next back with a timer, whose arming and firing cost
-/// microseconds a time on virtual machines
-/// (docs/bench-log-2026-12-04-early.md, the eighty-fifth session).
-const SEGMENT_BYTES: u64 = 64 * 1024;
+/// The largest TCP segment the kernel builds. A kernel that paces sends
+/// itself (BBR without the `fq` qdisc) lets one segment of a write go at
+/// once and holds the next back with a timer (`conn::paced`): a turn's
+/// answers that fit in one leave at once.
+const SEGMENT_BYTES: u64 = crate::conn::paced::SEGMENT_BYTES as u64;
 
 /// A turn's bounds, decided at its first frame (`first` bytes long, with
 /// `buffered` bytes read after it): how many frames it takes, and how many
