@@ -28,7 +28,10 @@ pub struct TcpConfig {
     /// (loopback has none), which costs CPU on every large message, and
     /// on loopback BBR's bandwidth estimate can settle far below what the
     /// link carries and hold large messages back (a third of the rate at
-    /// 16 KiB on one guest; docs/performance.md has the figures).
+    /// 16 KiB on one guest; docs/performance.md has the figures). An RPC
+    /// connection under BBR writes its large messages a segment's worth
+    /// at a time, which spares it most of the timers' cost, not the
+    /// estimate's.
     /// Connections inside a data centre, or to a peer on the same host, can
     /// have an algorithm of their own here. Setting one the
     /// system does not allow (`net.ipv4.tcp_allowed_congestion_control`)
